@@ -1,0 +1,1064 @@
+//! The coalescer: flow matching, the merge rules of both policies, and header finalisation.
+
+use crate::csum;
+use crate::flow::Index;
+use crate::meta::{LinkKind, RxChecksum, RxMeta};
+use crate::stats::{FlushReason, PassReason, Stats, Verdict};
+use crate::wire::{self, tcp_flags, FlowHint, FlowKey, Parsed, TcpOptions};
+use heapless::vec::VecView;
+
+/// Which merge rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Policy {
+    /// Linux GRO's rules exactly (`tcp_gro_receive`, `inet_gro_flush`, `ipv6_gro_flush`): only
+    /// what software GSO can split back into the exact original frames. For forwarding, and for
+    /// anyone who needs reversibility.
+    Gro,
+    /// For an endpoint: everything `Gro` merges with the MSS rule relaxed, plus pure ACKs whose
+    /// ACK number advances (superseded ACKs are released, the newest ACK, window and timestamps
+    /// win) and data whose ACK number advances, with aligned TCP timestamps whose TSval does not
+    /// go backwards. FreeBSD `tcp_lro_condense`, Myri10GE's patched `inet_lro`.
+    #[default]
+    Lro,
+}
+
+/// How the TCP checksum of a coalesced segment is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum OutChecksum {
+    /// A complete, correct TCP checksum, combined from the frames' payload sums without
+    /// re-reading payload.
+    #[default]
+    Full,
+    /// Only the pseudo-header sum (not complemented) in the checksum field, as Linux's
+    /// `tcp_gro_complete` leaves it for `CHECKSUM_PARTIAL` (`csum_start` = TCP header,
+    /// `csum_offset` = 16): for stacks or devices that finish the checksum themselves.
+    Partial,
+    /// As received: a segment of one frame, never rewritten.
+    AsReceived,
+}
+
+/// Engine configuration. Build it with [`Config::gro`] or [`Config::lro`] and adjust fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Merge rules.
+    pub policy: Policy,
+    /// Verify checksums in software when the metadata says [`RxChecksum::None`]. When off, such
+    /// frames are never merged ([`PassReason::Unverified`]): a checksum nobody checked is never
+    /// laundered into a segment carrying a valid one.
+    pub verify_checksums: bool,
+    /// How coalesced segments' TCP checksums are written.
+    pub checksum_out: OutChecksum,
+    /// Largest IP datagram a segment may grow to, IP header included (Linux
+    /// `GRO_LEGACY_MAX_SIZE`: 65535, also the most an IPv4 total length can say).
+    pub max_ip_len: u16,
+    /// Flush a flow idle for at least this long, on the [`RxMeta::time`] clock, when
+    /// [`Coalesce::flush_idle`] runs. `None`: never by idleness.
+    pub idle_timeout: Option<u64>,
+    /// Flush a segment held for at least this long since its first frame, checked when the flow
+    /// receives a frame and in [`Coalesce::flush_idle`]. `None`: no limit.
+    pub max_hold: Option<u64>,
+}
+
+impl Config {
+    /// Linux GRO rules, full checksums, 64 KB segments, no timeouts.
+    pub const fn gro() -> Self {
+        Self {
+            policy: Policy::Gro,
+            verify_checksums: true,
+            checksum_out: OutChecksum::Full,
+            max_ip_len: 65535,
+            idle_timeout: None,
+            max_hold: None,
+        }
+    }
+
+    /// Endpoint LRO rules (pure-ACK merging), full checksums, 64 KB segments, no timeouts.
+    pub const fn lro() -> Self {
+        Self {
+            policy: Policy::Lro,
+            ..Self::gro()
+        }
+    }
+
+    /// The same configuration with the given policy.
+    pub const fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The same configuration with software checksum verification on or off.
+    pub const fn with_verify_checksums(mut self, on: bool) -> Self {
+        self.verify_checksums = on;
+        self
+    }
+
+    /// The same configuration with the given output checksum mode.
+    pub const fn with_checksum_out(mut self, mode: OutChecksum) -> Self {
+        self.checksum_out = mode;
+        self
+    }
+
+    /// The same configuration with an idle timeout.
+    pub const fn with_idle_timeout(mut self, timeout: u64) -> Self {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// The same configuration with a maximum hold time.
+    pub const fn with_max_hold(mut self, max: u64) -> Self {
+        self.max_hold = Some(max);
+        self
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::lro()
+    }
+}
+
+/// Receives what the engine emits. Every frame pushed comes back exactly once: inside a
+/// [`Segment`] or through [`Sink::release`].
+pub trait Sink<F> {
+    /// A segment to pass up: several coalesced frames, or one frame on its own.
+    ///
+    /// Frames the implementation does not take out with [`Segment::into_frames`] are dropped
+    /// when this returns (for a driver handle, its `Drop` recycles the buffer).
+    fn segment(&mut self, segment: Segment<'_, F>);
+
+    /// A frame superseded by a newer one (a pure ACK absorbed under [`Policy::Lro`]): not to
+    /// be passed up, only recycled. The default drops it.
+    fn release(&mut self, frame: F) {
+        drop(frame);
+    }
+}
+
+impl<F, K: Sink<F> + ?Sized> Sink<F> for &mut K {
+    fn segment(&mut self, segment: Segment<'_, F>) {
+        (**self).segment(segment);
+    }
+
+    fn release(&mut self, frame: F) {
+        (**self).release(frame);
+    }
+}
+
+/// A coalescing engine: the per-frame operations a driver's poll loop calls. Implemented by
+/// [`Coalescer`] and by wrappers around it (such as the RSS-sorting batch in [`crate::rss`]).
+pub trait Coalesce<F> {
+    /// Offers one received frame. The frame is merged, held, absorbed or delivered at once;
+    /// segments it completes are delivered to `sink` before this returns.
+    fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict;
+
+    /// Delivers everything held (the end of a poll, or teardown).
+    fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K);
+
+    /// Delivers flows idle for at least the configured timeout, and segments held longer than
+    /// the configured maximum, as of `now` (same clock as [`RxMeta::time`]).
+    fn flush_idle<K: Sink<F> + ?Sized>(&mut self, now: u64, sink: &mut K);
+
+    /// The counters.
+    fn stats(&self) -> &Stats;
+
+    /// Frames currently held.
+    fn held_frames(&self) -> usize;
+}
+
+/// What the sink learns about a delivered segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SegmentInfo {
+    /// Frames in the segment (the head included).
+    pub frames: u16,
+    /// Frames carrying payload: Linux's `gso_segs` (`NAPI_GRO_CB(skb)->count`).
+    pub gso_segs: u16,
+    /// Largest payload of one merged frame: the MSS to re-segment with (`gso_size`); under
+    /// [`Policy::Gro`] the first frame's payload. Zero for a single frame.
+    pub gso_size: u16,
+    /// Length in bytes of the segment as one contiguous frame ([`Segment::copy_to`]).
+    pub len: usize,
+    /// Offset of the IP header.
+    pub l3: u32,
+    /// Offset of the TCP header (zero when not TCP).
+    pub l4: u32,
+    /// TCP payload bytes in the segment.
+    pub payload_len: u32,
+    /// Its TCP checksum state.
+    pub checksum: OutChecksum,
+    /// The IPv4 IDs of the merged frames were all equal (Linux `SKB_GSO_TCP_FIXEDID`).
+    pub fixed_id: bool,
+    /// The flow, when the frame was TCP.
+    pub flow: Option<FlowKey>,
+    /// Why it was delivered now.
+    pub cause: Cause,
+}
+
+/// Why a segment was delivered when it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cause {
+    /// A held segment completed.
+    Flushed(FlushReason),
+    /// A frame delivered on its own without being held.
+    Passed(PassReason),
+}
+
+/// A frame in a segment: the buffer and the byte range of it that belongs to the output.
+pub(crate) struct Held<F> {
+    frame: F,
+    start: u32,
+    end: u32,
+}
+
+/// One delivered segment: the head frame, its headers rewritten in place, followed by the
+/// payloads of the frames merged into it (scatter-gather). [`Segment::copy_to`] makes one
+/// contiguous frame of it for stacks that need that.
+pub struct Segment<'a, F> {
+    frames: &'a mut VecView<Held<F>>,
+    info: SegmentInfo,
+}
+
+impl<'a, F: AsRef<[u8]>> Segment<'a, F> {
+    /// What the segment is.
+    #[inline]
+    pub fn info(&self) -> &SegmentInfo {
+        &self.info
+    }
+
+    /// Length of the segment as one contiguous frame.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.info.len
+    }
+
+    /// Never true: a segment holds at least its head's headers.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.info.len == 0
+    }
+
+    /// The pieces of the segment, in order: the head frame from its first byte to the end of its
+    /// payload (headers rewritten), then the payload of each merged frame.
+    pub fn chunks(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.frames.iter().map(|h| {
+            let b = h.frame.as_ref();
+            b.get(h.start as usize..h.end as usize).unwrap_or(&[])
+        })
+    }
+
+    /// The head frame's bytes that belong to the segment (its headers and payload).
+    pub fn head(&self) -> &[u8] {
+        self.chunks().next().unwrap_or(&[])
+    }
+
+    /// The frames of the segment.
+    pub fn frames(&self) -> impl Iterator<Item = &F> + '_ {
+        self.frames.iter().map(|h| &h.frame)
+    }
+
+    /// Copies the segment into `out` as one contiguous frame and returns its length.
+    ///
+    /// # Errors
+    /// [`BufferTooSmall`] when `out` is shorter than [`Segment::len`]; nothing is written then.
+    pub fn copy_to(&self, out: &mut [u8]) -> Result<usize, BufferTooSmall> {
+        if out.len() < self.info.len {
+            return Err(BufferTooSmall {
+                needed: self.info.len,
+                available: out.len(),
+            });
+        }
+        let mut at = 0;
+        for c in self.chunks() {
+            out[at..at + c.len()].copy_from_slice(c);
+            at += c.len();
+        }
+        Ok(at)
+    }
+
+    /// Takes the frames out (head first), to recycle them once the segment is consumed.
+    pub fn into_frames(self) -> impl Iterator<Item = F> + 'a
+    where
+        F: 'a,
+    {
+        self.frames.drain(..).map(|h| h.frame)
+    }
+}
+
+/// An output buffer too small for a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BufferTooSmall {
+    /// Bytes needed.
+    pub needed: usize,
+    /// Bytes available.
+    pub available: usize,
+}
+
+impl core::fmt::Display for BufferTooSmall {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "buffer too small: {} bytes needed, {} available",
+            self.needed, self.available
+        )
+    }
+}
+
+impl core::error::Error for BufferTooSmall {}
+
+/// State of one held segment.
+struct Entry<F, const S: usize> {
+    frames: heapless::Vec<Held<F>, S>,
+    /// Head geometry.
+    l3: u32,
+    l4: u32,
+    head_payload: u32,
+    /// Expected next sequence number.
+    next_seq: u32,
+    /// Newest ACK number and window (the head's under `Gro`, where they must stay equal).
+    ack: u32,
+    window: u16,
+    /// Newest timestamps (`Lro`).
+    ts: Option<(u32, u32)>,
+    /// The head's TCP flags word (bytes 12..16).
+    flags_word: u32,
+    /// PSH/FIN seen on merged frames.
+    or_flags: u8,
+    ttl: u8,
+    tos: u8,
+    df: bool,
+    v6: bool,
+    ip_id: u16,
+    fixed_id: bool,
+    /// Payload of the first data frame (`gso_size` under `Gro`; the close-on-short rule).
+    mss: u32,
+    max_payload: u32,
+    /// Frames carrying payload.
+    data_frames: u16,
+    /// Length of the merged IP datagram so far.
+    ip_len: u32,
+    /// Ones'-complement sum of all payload so far, and its length (for odd offsets).
+    payload_sum: u16,
+    payload_len: u32,
+    /// ACKs absorbed into the head (the head's ACK fields need rewriting even alone).
+    absorbed: u16,
+    first_time: u64,
+    last_time: u64,
+}
+
+impl<F, const S: usize> Entry<F, S> {
+    fn empty() -> Self {
+        Self {
+            frames: heapless::Vec::new(),
+            l3: 0,
+            l4: 0,
+            head_payload: 0,
+            next_seq: 0,
+            ack: 0,
+            window: 0,
+            ts: None,
+            flags_word: 0,
+            or_flags: 0,
+            ttl: 0,
+            tos: 0,
+            df: false,
+            v6: false,
+            ip_id: 0,
+            fixed_id: false,
+            mss: 0,
+            max_payload: 0,
+            data_frames: 0,
+            ip_len: 0,
+            payload_sum: 0,
+            payload_len: 0,
+            absorbed: 0,
+            first_time: 0,
+            last_time: 0,
+        }
+    }
+}
+
+/// What a frame may do with the held segment of its flow.
+enum Merge {
+    /// Append its payload.
+    Append,
+    /// Absorb it (a pure ACK superseded by nothing: its values win, the frame is released).
+    Absorb,
+}
+
+/// The allocation-free coalescing engine.
+///
+/// `F` is the frame type: anything that lends its bytes (`&mut [u8]`, `Vec<u8>`, a driver's
+/// buffer handle). `N` is the flow-table capacity (a power of two), `S` the most frames one
+/// segment may hold. All memory is inside the value: `N * S` frame slots plus per-flow state.
+///
+/// ```
+/// use lro_core::{Coalesce, Coalescer, Config, RxMeta, Segment, Sink};
+///
+/// struct Count(usize);
+/// impl<F: AsRef<[u8]>> Sink<F> for Count {
+///     fn segment(&mut self, _segment: Segment<'_, F>) {
+///         self.0 += 1;
+///     }
+/// }
+///
+/// let mut engine: Coalescer<Vec<u8>, 8, 16> = Coalescer::new(Config::lro());
+/// let mut sink = Count(0);
+/// // Not TCP: delivered at once, counted.
+/// engine.push(vec![0u8; 60], &RxMeta::ethernet(0), &mut sink);
+/// engine.flush_all(&mut sink);
+/// assert_eq!(sink.0, 1);
+/// assert!(engine.stats().is_conserved());
+/// ```
+pub struct Coalescer<F, const N: usize = 64, const S: usize = 64> {
+    config: Config,
+    index: Index<N>,
+    entries: [Entry<F, S>; N],
+    stats: Stats,
+    /// Earliest time at which some held segment reaches `max_hold` (`u64::MAX`: none).
+    hold_deadline: u64,
+    held: usize,
+}
+
+impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, N, S> {
+    /// A new engine with nothing held.
+    ///
+    /// The table size `N` must be a power of two below 65535 and `S` at least 1 (checked at
+    /// compile time).
+    pub fn new(config: Config) -> Self {
+        const { assert!(S >= 1 && S <= u16::MAX as usize, "S must be in 1..=65535") };
+        Self {
+            config,
+            index: Index::new(),
+            entries: core::array::from_fn(|_| Entry::empty()),
+            stats: Stats::new(),
+            hold_deadline: u64::MAX,
+            held: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Changes the configuration; takes effect for the next frame.
+    pub fn set_config(&mut self, config: Config) {
+        self.config = config;
+    }
+
+    /// Flows currently held.
+    pub fn held_flows(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Resets the counters to zero.
+    pub fn reset_stats(&mut self) {
+        self.stats = Stats::new();
+    }
+
+    fn deliver_alone<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        reason: PassReason,
+        parsed: Option<&Parsed>,
+        sink: &mut K,
+    ) -> Verdict {
+        let len = frame.as_ref().len();
+        let mut one: heapless::Vec<Held<F>, 1> = heapless::Vec::new();
+        // A one-slot vector always has room for one frame.
+        let _ = one.push(Held {
+            frame,
+            start: 0,
+            end: len as u32,
+        });
+        self.stats.passed[reason.index()] += 1;
+        self.stats.frames_out += 1;
+        self.stats.segments += 1;
+        sink.segment(Segment {
+            frames: one.as_mut_view(),
+            info: SegmentInfo {
+                frames: 1,
+                gso_segs: u16::from(parsed.is_some_and(|p| p.payload_len > 0)),
+                gso_size: 0,
+                len,
+                l3: parsed.map_or(0, |p| p.l3),
+                l4: parsed.map_or(0, |p| p.l4),
+                payload_len: parsed.map_or(0, |p| p.payload_len),
+                checksum: OutChecksum::AsReceived,
+                fixed_id: false,
+                flow: parsed.map(|p| p.key),
+                cause: Cause::Passed(reason),
+            },
+        });
+        Verdict::Passed(reason)
+    }
+
+    /// Flushes held segments a frame with this hint must not overtake.
+    fn flush_for_hint<K: Sink<F> + ?Sized>(
+        &mut self,
+        hint: &FlowHint,
+        hash: Option<u32>,
+        sink: &mut K,
+    ) {
+        match hint {
+            FlowHint::None => {}
+            FlowHint::Flow(key) => {
+                let hash = hash.unwrap_or_else(|| key.hash());
+                if let Some(slot) = self.index.find(hash, key) {
+                    self.flush_slot(slot, FlushReason::Unmergeable, sink);
+                }
+            }
+            FlowHint::Addresses(key) => {
+                // Ports unknown: every held flow of the address pair goes first. O(N), only for
+                // fragments and truncated TCP headers.
+                let mut cur = self.index.oldest();
+                while let Some(slot) = cur {
+                    cur = self.index.newer(slot);
+                    if self.index.key(slot).same_addresses(key) {
+                        self.flush_slot(slot, FlushReason::Unknown, sink);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks the frame on its own; on success returns the sum of its TCP payload (for the
+    /// merged checksum) and whether padding was trimmed.
+    fn check_alone(
+        &self,
+        p: &Parsed,
+        bytes: &[u8],
+        meta: &RxMeta,
+    ) -> Result<(u16, bool), PassReason> {
+        let flags = p.flags;
+        if flags & (tcp_flags::SYN | tcp_flags::RST | tcp_flags::URG) != 0
+            || flags & tcp_flags::ACK == 0
+        {
+            return Err(PassReason::Control);
+        }
+        if p.ip_options {
+            return Err(PassReason::IpOptions);
+        }
+        let gro = self.config.policy == Policy::Gro;
+        if p.payload_len == 0 {
+            if gro {
+                return Err(PassReason::PureAck);
+            }
+            if flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
+                return Err(PassReason::PushFin);
+            }
+        }
+        if !gro && matches!(p.options, TcpOptions::Other) {
+            return Err(PassReason::Options);
+        }
+        let ip_end = p.ip_end as usize;
+        let mut pad_sum = 0;
+        if ip_end < bytes.len() {
+            if gro {
+                // Linux `inet_gro_receive`: tot_len must equal the remaining length.
+                return Err(PassReason::Padding);
+            }
+            pad_sum = csum::sum(&bytes[ip_end..]);
+            if !csum::is_zero(pad_sum) {
+                return Err(PassReason::Padding);
+            }
+        }
+        let sum = self.verify(p, bytes, meta, pad_sum)?;
+        Ok((sum, ip_end < bytes.len()))
+    }
+
+    /// Verifies the IPv4 header and TCP checksums as the metadata allows and returns the TCP
+    /// payload's sum. Linux `inet_gro_receive` (`ip_fast_csum`), `skb_gro_checksum_validate`.
+    fn verify(
+        &self,
+        p: &Parsed,
+        bytes: &[u8],
+        meta: &RxMeta,
+        pad_sum: u16,
+    ) -> Result<u16, PassReason> {
+        let l3 = p.l3 as usize;
+        let l4 = p.l4 as usize;
+        let payload = p.payload as usize;
+        let ip_end = p.ip_end as usize;
+        let hdr_sum = csum::sum(&bytes[l4..payload]);
+        let pseudo = pseudo(p, ip_end - l4);
+        match meta.checksum {
+            RxChecksum::Verified => Ok(csum::finish(csum::add(pseudo, hdr_sum))),
+            RxChecksum::Complete(total) => {
+                // The NIC summed from the end of the Ethernet header (VLAN tags and IP header
+                // included) to the end of the frame, padding included.
+                let start = match meta.link {
+                    LinkKind::Ethernet => wire::ETHERNET_LEN,
+                    LinkKind::RawIp => 0,
+                };
+                if !p.is_v6() && !csum::is_zero(csum::sum(&bytes[l3..l3 + wire::IPV4_LEN])) {
+                    return Err(PassReason::BadIpChecksum);
+                }
+                let before = csum::sum(bytes.get(start..l4).unwrap_or(&[]));
+                let mut l4_sum = csum::sub(total, before);
+                l4_sum = if (ip_end - start) % 2 == 1 {
+                    csum::sub(l4_sum, pad_sum.swap_bytes())
+                } else {
+                    csum::sub(l4_sum, pad_sum)
+                };
+                if !csum::is_zero(csum::add(l4_sum, pseudo)) {
+                    return Err(PassReason::BadTcpChecksum);
+                }
+                Ok(csum::sub(l4_sum, hdr_sum))
+            }
+            RxChecksum::None => {
+                if !self.config.verify_checksums {
+                    return Err(PassReason::Unverified);
+                }
+                if !p.is_v6() && !csum::is_zero(csum::sum(&bytes[l3..l3 + wire::IPV4_LEN])) {
+                    return Err(PassReason::BadIpChecksum);
+                }
+                let payload_sum = csum::sum(&bytes[payload..ip_end]);
+                if !csum::is_zero(csum::add(csum::add(pseudo, hdr_sum), payload_sum)) {
+                    return Err(PassReason::BadTcpChecksum);
+                }
+                Ok(payload_sum)
+            }
+        }
+    }
+
+    /// Linux `tcp_gro_receive` + `gro_receive_network_flush` (Gro), FreeBSD
+    /// `tcp_lro_condense` rules (Lro): may `p` join the held segment `e`?
+    fn check_merge(&self, e: &Entry<F, S>, p: &Parsed, bytes: &[u8]) -> Result<Merge, FlushReason> {
+        const FIN_PSH: u32 = ((tcp_flags::FIN | tcp_flags::PSH) as u32) << 16;
+        const WINDOW: u32 = 0xffff;
+        if p.seq != e.next_seq {
+            return Err(FlushReason::SeqGap);
+        }
+        if p.ttl != e.ttl || p.tos != e.tos || p.df != e.df {
+            return Err(FlushReason::IpFields);
+        }
+        let head = e.frames.first().map(|h| h.frame.as_ref()).unwrap_or(&[]);
+        if e.v6 {
+            // Identical extension headers (`ipv6_gro_receive` memcmp).
+            let ours = head.get(e.l3 as usize + wire::IPV6_LEN..e.l4 as usize);
+            let theirs = bytes.get(p.l3 as usize + wire::IPV6_LEN..p.l4 as usize);
+            if ours != theirs {
+                return Err(FlushReason::IpFields);
+            }
+        }
+        let diff = (p.flags_word ^ e.flags_word) & !FIN_PSH;
+        match self.config.policy {
+            Policy::Gro => {
+                if diff & !WINDOW != 0 {
+                    return Err(FlushReason::Flags);
+                }
+                if diff != 0 {
+                    return Err(FlushReason::Window);
+                }
+                if p.ack != e.ack {
+                    return Err(FlushReason::Ack);
+                }
+                // Options byte-identical to the head's (TSval included); same data offset is
+                // guaranteed by the flags word.
+                let ours = head.get(e.l4 as usize + wire::TCP_LEN..e.head_payload as usize);
+                let theirs = bytes.get(p.l4 as usize + wire::TCP_LEN..p.payload as usize);
+                if ours != theirs {
+                    return Err(FlushReason::Options);
+                }
+                if !e.v6 {
+                    // `inet_gro_flush`: the ID is first + count, or fixed since the second frame.
+                    let offset = p.ip_id.wrapping_sub(e.ip_id);
+                    let fixed = e.fixed_id || (e.data_frames == 1 && offset == 0);
+                    let want = if fixed { 0 } else { e.data_frames };
+                    if offset != want {
+                        return Err(FlushReason::IpId);
+                    }
+                }
+                if p.payload_len > e.mss {
+                    return Err(FlushReason::Mss);
+                }
+            }
+            Policy::Lro => {
+                if diff & !WINDOW != 0 {
+                    return Err(FlushReason::Flags);
+                }
+                if (p.ack.wrapping_sub(e.ack) as i32) < 0 {
+                    return Err(FlushReason::Ack);
+                }
+                match (p.options, e.ts) {
+                    (TcpOptions::Timestamp { val, .. }, Some((held, _))) => {
+                        // RFC 7323 PAWS order: the newest TSval must not be older.
+                        if (val.wrapping_sub(held) as i32) < 0 {
+                            return Err(FlushReason::Options);
+                        }
+                    }
+                    (TcpOptions::None, None) => {}
+                    _ => return Err(FlushReason::Options),
+                }
+                if p.payload_len == 0 {
+                    // `tcp_lro_condense`: a pure ACK that advances the ACK, or keeps it and
+                    // opens the window, is superseded; the same ACK and window is a duplicate.
+                    return if p.ack != e.ack {
+                        Ok(Merge::Absorb)
+                    } else if p.window == e.window {
+                        Err(FlushReason::Unmergeable)
+                    } else if p.window.wrapping_sub(e.window) as i16 > 0 {
+                        Ok(Merge::Absorb)
+                    } else {
+                        Err(FlushReason::Window)
+                    };
+                }
+            }
+        }
+        if e.ip_len + p.payload_len > u32::from(self.config.max_ip_len) {
+            return Err(FlushReason::SizeLimit);
+        }
+        if e.frames.is_full() {
+            return Err(FlushReason::FrameLimit);
+        }
+        Ok(Merge::Append)
+    }
+
+    /// Completes the held segment in `slot`: finalises the head's headers and delivers it.
+    fn flush_slot<K: Sink<F> + ?Sized>(&mut self, slot: u16, reason: FlushReason, sink: &mut K) {
+        let flow = *self.index.key(slot);
+        self.index.remove(slot);
+        let config = self.config;
+        let e = &mut self.entries[usize::from(slot)];
+        let count = e.frames.len();
+        if count == 0 {
+            return;
+        }
+        self.held -= count;
+        let rewrite = count > 1 || e.absorbed > 0;
+        let checksum = if rewrite {
+            finalise(e, &config);
+            config.checksum_out
+        } else {
+            OutChecksum::AsReceived
+        };
+        let len = e.frames.iter().map(|h| (h.end - h.start) as usize).sum();
+        self.stats.flushes[reason.index()] += 1;
+        self.stats.frames_out += count as u64;
+        self.stats.segments += 1;
+        if count > 1 {
+            self.stats.coalesced += 1;
+            self.stats.frames_merged += count as u64 - 1;
+        }
+        let info = SegmentInfo {
+            frames: count as u16,
+            gso_segs: e.data_frames,
+            gso_size: if e.data_frames > 1 {
+                e.max_payload as u16
+            } else {
+                0
+            },
+            len,
+            l3: e.l3,
+            l4: e.l4,
+            payload_len: e.payload_len,
+            checksum,
+            fixed_id: e.fixed_id,
+            flow: Some(flow),
+            cause: Cause::Flushed(reason),
+        };
+        sink.segment(Segment {
+            frames: e.frames.as_mut_view(),
+            info,
+        });
+        e.frames.clear();
+    }
+
+    fn start<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        p: &Parsed,
+        hash: u32,
+        payload_sum: u16,
+        time: u64,
+        sink: &mut K,
+    ) -> Verdict {
+        if p.flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
+            // Linux: a segment with PSH/FIN is never held (`out_check_final`).
+            return self.deliver_alone(frame, PassReason::PushFin, Some(p), sink);
+        }
+        if self.index.is_full() {
+            if let Some(oldest) = self.index.oldest() {
+                self.stats.evictions += 1;
+                self.flush_slot(oldest, FlushReason::Evicted, sink);
+            }
+        }
+        let Some(slot) = self.index.insert(hash, &p.key) else {
+            // Unreachable with N >= 1, but never lose a frame.
+            return self.deliver_alone(frame, PassReason::Malformed, Some(p), sink);
+        };
+        let e = &mut self.entries[usize::from(slot)];
+        let ts = match p.options {
+            TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
+            _ => None,
+        };
+        *e = Entry {
+            frames: core::mem::take(&mut e.frames),
+            l3: p.l3,
+            l4: p.l4,
+            head_payload: p.payload,
+            next_seq: p.seq.wrapping_add(p.payload_len),
+            ack: p.ack,
+            window: p.window,
+            ts,
+            flags_word: p.flags_word,
+            or_flags: 0,
+            ttl: p.ttl,
+            tos: p.tos,
+            df: p.df,
+            v6: p.is_v6(),
+            ip_id: p.ip_id,
+            fixed_id: false,
+            mss: p.payload_len,
+            max_payload: p.payload_len,
+            data_frames: u16::from(p.payload_len > 0),
+            ip_len: p.ip_end - p.l3,
+            payload_sum,
+            payload_len: p.payload_len,
+            absorbed: 0,
+            first_time: time,
+            last_time: time,
+        };
+        // The entry's vector was emptied when it was last flushed, so this cannot fail.
+        let _ = e.frames.push(Held {
+            frame,
+            start: 0,
+            end: p.ip_end,
+        });
+        self.held += 1;
+        if let Some(max) = self.config.max_hold {
+            self.hold_deadline = self.hold_deadline.min(time.saturating_add(max));
+        }
+        Verdict::Held
+    }
+}
+
+/// The pseudo-header sum of a parsed frame for a TCP length.
+fn pseudo(p: &Parsed, tcp_len: usize) -> u16 {
+    if p.is_v6() {
+        csum::pseudo_v6(&p.key.src, &p.key.dst, tcp_len as u32)
+    } else {
+        let s: [u8; 4] = [p.key.src[0], p.key.src[1], p.key.src[2], p.key.src[3]];
+        let d: [u8; 4] = [p.key.dst[0], p.key.dst[1], p.key.dst[2], p.key.dst[3]];
+        csum::pseudo_v4(&s, &d, tcp_len as u32)
+    }
+}
+
+/// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,
+/// `ipv6_gro_complete`, `tcp_gro_complete`; FreeBSD `tcp_lro_update_checksum` for the newest
+/// ACK/window/timestamps under `Lro`).
+fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, config: &Config) {
+    let (l3, l4, payload) = (e.l3 as usize, e.l4 as usize, e.head_payload as usize);
+    let ip_len = e.ip_len;
+    let lro = config.policy == Policy::Lro;
+    let Some(head) = e.frames.first_mut() else {
+        return;
+    };
+    let b = head.frame.as_mut();
+    if b.len() < payload {
+        return;
+    }
+    let (src, dst, v6) = if e.v6 {
+        wire::write_be16(b, l3 + 4, (ip_len - wire::IPV6_LEN as u32) as u16);
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s.copy_from_slice(&b[l3 + 8..l3 + 24]);
+        d.copy_from_slice(&b[l3 + 24..l3 + 40]);
+        (s, d, true)
+    } else {
+        wire::write_be16(b, l3 + wire::IPV4_TOTAL_LEN, ip_len as u16);
+        wire::write_be16(b, l3 + wire::IPV4_CHECKSUM, 0);
+        let c = csum::finish(csum::sum(&b[l3..l4]));
+        wire::write_be16(b, l3 + wire::IPV4_CHECKSUM, c);
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s[..4].copy_from_slice(&b[l3 + 12..l3 + 16]);
+        d[..4].copy_from_slice(&b[l3 + 16..l3 + 20]);
+        (s, d, false)
+    };
+    b[l4 + wire::TCP_FLAGS] |= e.or_flags;
+    if lro {
+        wire::write_be32(b, l4 + wire::TCP_ACK, e.ack);
+        wire::write_be16(b, l4 + wire::TCP_WINDOW, e.window);
+        if let Some((val, ecr)) = e.ts {
+            // Aligned NOP,NOP,TS: kind at +22, TSval at +24, TSecr at +28.
+            wire::write_be32(b, l4 + wire::TCP_LEN + 4, val);
+            wire::write_be32(b, l4 + wire::TCP_LEN + 8, ecr);
+        }
+    }
+    let tcp_len = ip_len - (l4 - l3) as u32;
+    let pseudo = if v6 {
+        csum::pseudo_v6(&src, &dst, tcp_len)
+    } else {
+        let s = [src[0], src[1], src[2], src[3]];
+        let d = [dst[0], dst[1], dst[2], dst[3]];
+        csum::pseudo_v4(&s, &d, tcp_len)
+    };
+    wire::write_be16(b, l4 + wire::TCP_CHECKSUM, 0);
+    let value = match config.checksum_out {
+        OutChecksum::Partial => pseudo,
+        OutChecksum::Full | OutChecksum::AsReceived => {
+            let hdr = csum::sum(&b[l4..payload]);
+            csum::finish(csum::add(csum::add(pseudo, hdr), e.payload_sum))
+        }
+    };
+    wire::write_be16(b, l4 + wire::TCP_CHECKSUM, value);
+}
+
+impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
+    for Coalescer<F, N, S>
+{
+    fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
+        self.stats.frames_in += 1;
+        let bytes = frame.as_ref();
+        let p = match wire::parse(bytes, meta) {
+            Ok(p) => p,
+            Err(u) => {
+                self.flush_for_hint(&u.hint, meta.rss.map(|h| h.value), sink);
+                return self.deliver_alone(frame, u.reason, None, sink);
+            }
+        };
+        let hash = meta.rss.map_or_else(|| p.key.hash(), |h| h.value);
+        let slot = self.index.find(hash, &p.key);
+        let (payload_sum, trimmed) = match self.check_alone(&p, bytes, meta) {
+            Ok(v) => v,
+            Err(reason) => {
+                if let Some(slot) = slot {
+                    self.flush_slot(slot, FlushReason::Unmergeable, sink);
+                }
+                return self.deliver_alone(frame, reason, Some(&p), sink);
+            }
+        };
+        if let Some(slot) = slot {
+            let e = &self.entries[usize::from(slot)];
+            let expired = self
+                .config
+                .max_hold
+                .is_some_and(|max| meta.time.saturating_sub(e.first_time) >= max);
+            let decision = if expired {
+                Err(FlushReason::MaxHold)
+            } else {
+                self.check_merge(e, &p, bytes)
+            };
+            match decision {
+                Ok(Merge::Absorb) => {
+                    let e = &mut self.entries[usize::from(slot)];
+                    e.ack = p.ack;
+                    e.window = p.window;
+                    if let TcpOptions::Timestamp { val, ecr } = p.options {
+                        e.ts = Some((val, ecr));
+                    }
+                    e.absorbed += 1;
+                    e.last_time = meta.time;
+                    self.index.touch(slot);
+                    self.stats.acks_merged += 1;
+                    self.stats.released += 1;
+                    if trimmed {
+                        self.stats.trimmed += 1;
+                    }
+                    sink.release(frame);
+                    return Verdict::Absorbed;
+                }
+                Ok(Merge::Append) => {
+                    let e = &mut self.entries[usize::from(slot)];
+                    if e.data_frames == 1 && !e.v6 && p.ip_id == e.ip_id {
+                        e.fixed_id = true;
+                    }
+                    e.payload_sum =
+                        csum::add_at_offset(e.payload_sum, payload_sum, e.payload_len as usize);
+                    e.payload_len += p.payload_len;
+                    e.ip_len += p.payload_len;
+                    e.next_seq = e.next_seq.wrapping_add(p.payload_len);
+                    e.or_flags |= p.flags & (tcp_flags::PSH | tcp_flags::FIN);
+                    e.ack = p.ack;
+                    e.window = p.window;
+                    if let TcpOptions::Timestamp { val, ecr } = p.options {
+                        e.ts = Some((val, ecr));
+                    }
+                    let short = e.mss > 0 && p.payload_len < e.mss;
+                    if e.mss == 0 {
+                        e.mss = p.payload_len;
+                    }
+                    e.max_payload = e.max_payload.max(p.payload_len);
+                    e.data_frames += 1;
+                    e.last_time = meta.time;
+                    // `check_merge` saw room for one more frame.
+                    let _ = e.frames.push(Held {
+                        frame,
+                        start: p.payload,
+                        end: p.ip_end,
+                    });
+                    self.held += 1;
+                    if trimmed {
+                        self.stats.trimmed += 1;
+                    }
+                    self.index.touch(slot);
+                    // Linux `out_check_final`: PSH/FIN or a short segment completes it.
+                    if p.flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
+                        self.flush_slot(slot, FlushReason::PushFin, sink);
+                    } else if short {
+                        self.flush_slot(slot, FlushReason::ShortSegment, sink);
+                    }
+                    return Verdict::Merged;
+                }
+                Err(FlushReason::Unmergeable) => {
+                    // A duplicate ACK: the held segment goes first, then the duplicate on its own.
+                    self.flush_slot(slot, FlushReason::Unmergeable, sink);
+                    return self.deliver_alone(frame, PassReason::DupAck, Some(&p), sink);
+                }
+                Err(reason) => self.flush_slot(slot, reason, sink),
+            }
+        }
+        if trimmed {
+            self.stats.trimmed += 1;
+        }
+        self.start(frame, &p, hash, payload_sum, meta.time, sink)
+    }
+
+    fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
+        while let Some(slot) = self.index.oldest() {
+            self.flush_slot(slot, FlushReason::FlushAll, sink);
+        }
+        self.hold_deadline = u64::MAX;
+    }
+
+    fn flush_idle<K: Sink<F> + ?Sized>(&mut self, now: u64, sink: &mut K) {
+        if let Some(timeout) = self.config.idle_timeout {
+            while let Some(slot) = self.index.oldest() {
+                if now.saturating_sub(self.entries[usize::from(slot)].last_time) < timeout {
+                    break;
+                }
+                self.flush_slot(slot, FlushReason::Idle, sink);
+            }
+        }
+        if let Some(max) = self.config.max_hold {
+            if now >= self.hold_deadline {
+                let mut next = u64::MAX;
+                let mut cur = self.index.oldest();
+                while let Some(slot) = cur {
+                    cur = self.index.newer(slot);
+                    let due = self.entries[usize::from(slot)]
+                        .first_time
+                        .saturating_add(max);
+                    if now >= due {
+                        self.flush_slot(slot, FlushReason::MaxHold, sink);
+                    } else {
+                        next = next.min(due);
+                    }
+                }
+                self.hold_deadline = next;
+            }
+        }
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn held_frames(&self) -> usize {
+        self.held
+    }
+}

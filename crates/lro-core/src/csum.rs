@@ -1,0 +1,192 @@
+//! Internet checksum arithmetic (RFC 1071, RFC 1624).
+//!
+//! Sums are kept as *unfolded* `u32`/`u64` accumulators while adding and folded to 16 bits at the
+//! end. All values are "numbers in network byte order": the sum of the bytes `[0x12, 0x34]` is
+//! `0x1234` on every host.
+//!
+//! The engine combines checksums without re-reading payload (as FreeBSD's `tcp_lro.c` does):
+//! each frame's payload sum is derived from its own checksum field or from a NIC's
+//! CHECKSUM_COMPLETE value, and sums of consecutive payload pieces are added, byte-swapping a
+//! piece that starts at an odd offset ([`add_at_offset`]).
+
+/// Ones'-complement sum of `data` (big-endian 16-bit words, an odd last byte padded with a
+/// zero low byte), folded to 16 bits.
+///
+/// ```
+/// use lro_core::csum;
+/// assert_eq!(csum::sum(&[0x12, 0x34, 0x56]), 0x1234 + 0x5600);
+/// // RFC 1071 section 3 example: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
+/// assert_eq!(csum::sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), 0xddf2);
+/// ```
+#[inline]
+pub fn sum(data: &[u8]) -> u16 {
+    fold(sum_raw(data, 0))
+}
+
+/// Adds the bytes of `data` to an unfolded accumulator, as [`sum`] does.
+///
+/// Words are added in native byte order and swapped once at the end (the ones'-complement sum
+/// is byte-order independent, RFC 1071 section 2 (B)), eight bytes at a time.
+#[inline]
+pub fn sum_raw(data: &[u8], initial: u64) -> u64 {
+    let mut acc: u64 = 0;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        // Add the two 32-bit halves; a u64 accumulator cannot overflow for any frame size
+        // below 2^32 * 8 bytes.
+        acc += (w & 0xffff_ffff) + (w >> 32);
+    }
+    let mut rest = chunks.remainder();
+    while rest.len() >= 2 {
+        acc += u64::from(u16::from_ne_bytes([rest[0], rest[1]]));
+        rest = &rest[2..];
+    }
+    if let [last] = rest {
+        // In memory the odd byte is the high half of a big-endian word whose low half is 0.
+        acc += u64::from(u16::from_ne_bytes([*last, 0]));
+    }
+    // `acc` holds native-order words. Byte order commutes with the ones'-complement sum, so
+    // the network-order sum is the folded native sum read back as big-endian.
+    initial + u64::from(u16::from_be(fold(acc)))
+}
+
+/// Folds an unfolded accumulator to 16 bits with end-around carry.
+#[inline]
+pub const fn fold(mut acc: u64) -> u16 {
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc as u16
+}
+
+/// Ones'-complement addition of two folded sums.
+#[inline]
+pub const fn add(a: u16, b: u16) -> u16 {
+    fold(a as u64 + b as u64)
+}
+
+/// Ones'-complement subtraction `a - b` (adding the negation, RFC 1624).
+#[inline]
+pub const fn sub(a: u16, b: u16) -> u16 {
+    add(a, !b)
+}
+
+/// Adds the sum of a piece that starts `offset` bytes into the summed range: a piece at an odd
+/// offset has its bytes in the other halves of the 16-bit words, so its sum is byte-swapped.
+#[inline]
+pub const fn add_at_offset(acc: u16, piece: u16, offset: usize) -> u16 {
+    if offset % 2 == 1 {
+        add(acc, piece.swap_bytes())
+    } else {
+        add(acc, piece)
+    }
+}
+
+/// The checksum field value for data whose (pseudo-header included) sum is `acc`:
+/// the complement of the folded sum.
+#[inline]
+pub const fn finish(acc: u16) -> u16 {
+    !acc
+}
+
+/// Sum of the TCP/IPv4 pseudo-header (RFC 9293 section 3.1): addresses, protocol 6, TCP length.
+#[inline]
+pub fn pseudo_v4(src: &[u8; 4], dst: &[u8; 4], tcp_len: u32) -> u16 {
+    let acc = u64::from(u16::from_be_bytes([src[0], src[1]]))
+        + u64::from(u16::from_be_bytes([src[2], src[3]]))
+        + u64::from(u16::from_be_bytes([dst[0], dst[1]]))
+        + u64::from(u16::from_be_bytes([dst[2], dst[3]]))
+        + 6
+        + u64::from(tcp_len);
+    fold(acc)
+}
+
+/// Sum of the TCP/IPv6 pseudo-header (RFC 8200 section 8.1).
+#[inline]
+pub fn pseudo_v6(src: &[u8; 16], dst: &[u8; 16], tcp_len: u32) -> u16 {
+    let mut acc: u64 = 6 + u64::from(tcp_len >> 16) + u64::from(tcp_len & 0xffff);
+    for pair in src.chunks_exact(2).chain(dst.chunks_exact(2)) {
+        acc += u64::from(u16::from_be_bytes([pair[0], pair[1]]));
+    }
+    fold(acc)
+}
+
+/// True when a folded sum is a ones'-complement zero (`0x0000` = +0 or `0xffff` = -0): adding
+/// such data to any checksummed range leaves the checksum valid. The first seed trims Ethernet
+/// padding only when this holds for the padding bytes.
+#[inline]
+pub const fn is_zero(s: u16) -> bool {
+    s == 0 || s == 0xffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(data: &[u8]) -> u16 {
+        let mut acc: u64 = 0;
+        let mut i = 0;
+        while i + 1 < data.len() {
+            acc += u64::from(u16::from_be_bytes([data[i], data[i + 1]]));
+            i += 2;
+        }
+        if i < data.len() {
+            acc += u64::from(data[i]) << 8;
+        }
+        while acc > 0xffff {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    #[test]
+    fn rfc1071_example() {
+        assert_eq!(
+            sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0xddf2
+        );
+    }
+
+    #[test]
+    fn odd_lengths_and_offsets() {
+        let data: [u8; 37] = core::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
+        for len in 0..data.len() {
+            assert_eq!(sum(&data[..len]), reference(&data[..len]), "len {len}");
+            for split in 0..=len {
+                let a = sum(&data[..split]);
+                let b = sum(&data[split..len]);
+                let joined = add_at_offset(a, b, split);
+                // 0x0000 and 0xffff are the same ones'-complement value.
+                let want = reference(&data[..len]);
+                assert!(
+                    joined == want || (is_zero(joined) && is_zero(want)),
+                    "len {len} split {split}: {joined:#x} != {want:#x}"
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matches_reference(data in proptest::collection::vec(proptest::num::u8::ANY, 0..2000)) {
+            proptest::prop_assert_eq!(sum(&data), reference(&data));
+        }
+
+        #[test]
+        fn split_sums_combine(data in proptest::collection::vec(proptest::num::u8::ANY, 0..300), split in 0usize..300) {
+            let split = split.min(data.len());
+            let joined = add_at_offset(sum(&data[..split]), sum(&data[split..]), split);
+            let want = reference(&data);
+            proptest::prop_assert!(joined == want || (is_zero(joined) && is_zero(want)));
+        }
+
+        #[test]
+        fn subtraction_inverts_addition(a in proptest::num::u16::ANY, b in proptest::num::u16::ANY) {
+            let s = sub(add(a, b), b);
+            proptest::prop_assert!(s == a || (is_zero(s) && is_zero(a)));
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! What the NIC (or the caller) says about a received frame.
+
+/// How the link layer of a frame looks, so the parser knows where the IP header starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum LinkKind {
+    /// Ethernet II, optionally with up to two in-line VLAN tags (802.1Q `0x8100`, 802.1ad `0x88a8`).
+    #[default]
+    Ethernet,
+    /// No link header: the frame starts with the IPv4 or IPv6 header (capture link type RAW,
+    /// a tunnel's inner packet, IPoIB after its 4-byte header is removed by the caller).
+    RawIp,
+}
+
+/// The checksum state a NIC reports for a received frame.
+///
+/// Mirrors Linux's `ip_summed` values on receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum RxChecksum {
+    /// Nothing verified: the engine verifies the IPv4 header and TCP checksums in software
+    /// (unless [`Config::verify_checksums`](crate::Config::verify_checksums) is off, in which
+    /// case the frame is never merged). Linux: `CHECKSUM_NONE`.
+    #[default]
+    None,
+    /// The NIC verified the IP header and TCP checksums and found them good.
+    /// Linux: `CHECKSUM_UNNECESSARY`.
+    Verified,
+    /// The NIC's ones'-complement sum (folded to 16 bits, in network byte order as a number,
+    /// i.e. the value `csum_partial` would give before the final complement) over every byte
+    /// after the 14-byte Ethernet header up to the end of the frame, padding included; for
+    /// [`LinkKind::RawIp`] frames, over the whole frame. In-line VLAN tags are inside the
+    /// summed range, as NICs do; the engine subtracts them (the first seed's VLAN fix-up).
+    /// Linux: `CHECKSUM_COMPLETE`.
+    Complete(u16),
+}
+
+/// Hash type of an RSS hash, as reported by the NIC (FreeBSD's `M_HASHTYPE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[non_exhaustive]
+pub enum RssType {
+    /// No hash, or an opaque one.
+    #[default]
+    Opaque,
+    /// Toeplitz over IPv4 addresses.
+    Ipv4,
+    /// Toeplitz over IPv4 addresses and TCP ports.
+    TcpIpv4,
+    /// Toeplitz over IPv6 addresses.
+    Ipv6,
+    /// Toeplitz over IPv6 addresses and TCP ports.
+    TcpIpv6,
+}
+
+/// A receive-side-scaling hash supplied by the NIC or computed in software.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RssHash {
+    /// The 32-bit hash value.
+    pub value: u32,
+    /// What the hash covers.
+    pub kind: RssType,
+}
+
+/// Per-frame receive metadata: what a NIC descriptor says about the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RxMeta {
+    /// Link layer of the frame.
+    pub link: LinkKind,
+    /// RSS hash, if the NIC gave one. Used only to pick a table bucket: two frames are
+    /// merged only when their full flow keys are equal, whatever their hashes.
+    pub rss: Option<RssHash>,
+    /// The VLAN TCI the NIC stripped from the frame (`vlan_tci`), if any. Part of the flow key.
+    pub vlan_stripped: Option<u16>,
+    /// Checksum state.
+    pub checksum: RxChecksum,
+    /// Arrival time on the caller's clock (any monotonic unit, e.g. nanoseconds). Used for
+    /// idle-timeout and maximum-hold flushing; the engine never reads an OS clock.
+    pub time: u64,
+}
+
+impl RxMeta {
+    /// Metadata for an Ethernet frame with nothing verified, no hash, arriving at `time`.
+    pub const fn ethernet(time: u64) -> Self {
+        Self {
+            link: LinkKind::Ethernet,
+            rss: None,
+            vlan_stripped: None,
+            checksum: RxChecksum::None,
+            time,
+        }
+    }
+
+    /// Metadata for a raw IP frame (no link header) with nothing verified, arriving at `time`.
+    pub const fn raw_ip(time: u64) -> Self {
+        Self {
+            link: LinkKind::RawIp,
+            ..Self::ethernet(time)
+        }
+    }
+
+    /// The same metadata with the given checksum state.
+    pub const fn with_checksum(mut self, checksum: RxChecksum) -> Self {
+        self.checksum = checksum;
+        self
+    }
+
+    /// The same metadata with the given RSS hash.
+    pub const fn with_rss(mut self, rss: RssHash) -> Self {
+        self.rss = Some(rss);
+        self
+    }
+
+    /// The same metadata with a VLAN TCI the NIC stripped.
+    pub const fn with_vlan_stripped(mut self, tci: u16) -> Self {
+        self.vlan_stripped = Some(tci);
+        self
+    }
+}

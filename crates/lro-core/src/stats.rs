@@ -1,0 +1,230 @@
+//! Verdicts, reasons and 64-bit counters.
+//!
+//! Every way a frame can leave the engine has a reason, and every reason has a counter, so a
+//! person looking at poor aggregation can see why (`lro explain` prints them per flow).
+
+macro_rules! reason_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident => $label:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+        }
+
+        impl $name {
+            /// Every variant, in counter order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// Number of variants (the length of the counter array).
+            pub const COUNT: usize = Self::ALL.len();
+
+            /// A short, stable, snake_case name (used in JSON output and reports).
+            pub const fn name(self) -> &'static str {
+                match self { $($name::$variant => $label),+ }
+            }
+
+            /// Index of this reason's counter.
+            #[inline]
+            pub const fn index(self) -> usize {
+                self as usize
+            }
+        }
+
+        impl core::fmt::Display for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+reason_enum! {
+    /// Why a frame was delivered on its own, without being held or merged.
+    pub enum PassReason {
+        /// Not IPv4 or IPv6 (ARP, LLDP, unknown EtherType, three or more VLAN tags).
+        NotIp => "not_ip",
+        /// IP, but not TCP (UDP, ICMP, an IPv6 extension header the engine does not walk).
+        NotTcp => "not_tcp",
+        /// Truncated or inconsistent headers: lengths that do not fit the frame, a TCP data
+        /// offset below 5, an IPv6 jumbogram.
+        Malformed => "malformed",
+        /// IPv4 header with options (IHL > 5). Linux `inet_gro_receive` flushes these.
+        IpOptions => "ip_options",
+        /// An IP fragment (IPv4 MF or offset, the IPv4 reserved flag, an IPv6 Fragment header).
+        Fragment => "fragment",
+        /// The IPv4 header checksum is wrong.
+        BadIpChecksum => "bad_ip_checksum",
+        /// The TCP checksum is wrong (verified in software or from a CHECKSUM_COMPLETE sum).
+        BadTcpChecksum => "bad_tcp_checksum",
+        /// No checksum information and software verification is off: never merged.
+        Unverified => "unverified",
+        /// The frame is longer than its IP datagram and the padding cannot be trimmed
+        /// (its ones'-complement sum is not zero, or the `Gro` policy, which never trims).
+        Padding => "padding",
+        /// SYN, RST or URG set, or flags without ACK: never merged (RFC 9293 control segments).
+        Control => "control",
+        /// PSH or FIN on a segment that starts no aggregate: delivered at once, as Linux does.
+        PushFin => "push_fin",
+        /// A segment without payload under the `Gro` policy (Linux never merges these).
+        PureAck => "pure_ack",
+        /// A duplicate ACK (no data, same ACK number and window as the flow's held state):
+        /// never merged, it signals loss to the sender (RFC 5681 section 2).
+        DupAck => "dup_ack",
+        /// TCP options other than the aligned NOP,NOP,Timestamp layout (SACK among them)
+        /// under the `Lro` policy.
+        Options => "options",
+    }
+}
+
+reason_enum! {
+    /// Why a held segment was completed and delivered.
+    pub enum FlushReason {
+        /// [`flush_all`](crate::Coalesce::flush_all): the end of a poll or burst.
+        FlushAll => "flush_all",
+        /// Idle longer than the configured timeout ([`flush_idle`](crate::Coalesce::flush_idle)).
+        Idle => "idle",
+        /// Held longer than the configured maximum hold time.
+        MaxHold => "max_hold",
+        /// The flow table was full and this was the least recently used flow.
+        Evicted => "evicted",
+        /// Merging the next segment would exceed the size limit (65535-byte IP datagram).
+        SizeLimit => "size_limit",
+        /// The segment holds as many frames as the table allows per flow.
+        FrameLimit => "frame_limit",
+        /// PSH or FIN was merged: the segment is complete (Linux `tcp_gro_receive`).
+        PushFin => "push_fin",
+        /// A segment shorter than the flow's MSS was merged: the segment is complete.
+        ShortSegment => "short_segment",
+        /// The next segment did not start at the expected sequence number.
+        SeqGap => "seq_gap",
+        /// The ACK number differs (`Gro`) or went backwards (`Lro`).
+        Ack => "ack",
+        /// The TCP flags word differs beyond PSH/FIN (CWR, ECE, data offset, reserved bits).
+        Flags => "flags",
+        /// The TCP window differs (`Gro`; `Lro` takes the newest window).
+        Window => "window",
+        /// The TCP options differ (`Gro`), or a timestamp went backwards (`Lro`).
+        Options => "options",
+        /// TTL/hop limit, TOS/traffic class (ECN included) or DF differ.
+        IpFields => "ip_fields",
+        /// The IPv4 ID is neither incrementing nor fixed (`Gro`, Linux `inet_gro_flush`).
+        IpId => "ip_id",
+        /// A segment longer than the flow's MSS (`Gro`).
+        Mss => "mss",
+        /// A frame of this flow that is delivered unmerged (pure ACK in `Gro`, duplicate ACK,
+        /// control flags, bad checksum, options...) arrived: the held segment goes first so the
+        /// flow's order is kept.
+        Unmergeable => "unmergeable",
+        /// A TCP frame whose ports could not be read (a fragment, a truncated header) arrived
+        /// for this address pair: held segments of that pair go first.
+        Unknown => "unknown_flow",
+    }
+}
+
+/// What happened to a frame handed to [`Coalesce::push`](crate::Coalesce::push).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// The frame started a new held segment.
+    Held,
+    /// The frame's payload was appended to a held segment (possibly completing it).
+    Merged,
+    /// A pure ACK superseded by the held segment's newer ACK (`Lro` only): its ACK number,
+    /// window and timestamps were taken over and the frame itself was handed back to the sink
+    /// through [`Sink::release`](crate::Sink::release).
+    Absorbed,
+    /// The frame was delivered on its own at once.
+    Passed(PassReason),
+}
+
+/// 64-bit counters, FreeBSD style (`counter_u64`): they never wrap in practice.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Stats {
+    /// Frames pushed.
+    pub frames_in: u64,
+    /// Frames handed to the sink inside segments (a segment of ten frames counts ten).
+    pub frames_out: u64,
+    /// Segments handed to the sink ([`Sink::segment`](crate::Sink::segment) calls): what the
+    /// stack above processes. `frames_in / segments` is the aggregation ratio.
+    pub segments: u64,
+    /// Segments delivered that hold more than one frame (coalesced segments).
+    pub coalesced: u64,
+    /// Frames whose payload went into a segment headed by another frame.
+    pub frames_merged: u64,
+    /// Pure ACKs absorbed (superseded) and released.
+    pub acks_merged: u64,
+    /// Frames released through [`Sink::release`](crate::Sink::release).
+    pub released: u64,
+    /// Frames whose Ethernet padding was trimmed (checksum-neutral padding).
+    pub trimmed: u64,
+    /// Flows evicted because the table was full (also counted in `flushes`).
+    pub evictions: u64,
+    /// Frames delivered on their own, by reason.
+    pub passed: [u64; PassReason::COUNT],
+    /// Held segments completed, by reason.
+    pub flushes: [u64; FlushReason::COUNT],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stats {
+    /// All counters zero.
+    pub const fn new() -> Self {
+        Self {
+            frames_in: 0,
+            frames_out: 0,
+            segments: 0,
+            coalesced: 0,
+            frames_merged: 0,
+            acks_merged: 0,
+            released: 0,
+            trimmed: 0,
+            evictions: 0,
+            passed: [0; PassReason::COUNT],
+            flushes: [0; FlushReason::COUNT],
+        }
+    }
+
+    /// The counter of one pass-through reason.
+    pub fn passed(&self, reason: PassReason) -> u64 {
+        self.passed[reason.index()]
+    }
+
+    /// The counter of one flush reason.
+    pub fn flushed(&self, reason: FlushReason) -> u64 {
+        self.flushes[reason.index()]
+    }
+
+    /// Conservation: once nothing is held, every frame pushed came back exactly once, inside
+    /// a segment, alone, or released.
+    pub fn is_conserved(&self) -> bool {
+        self.frames_in == self.frames_out + self.released
+    }
+
+    /// Adds another set of counters to this one (e.g. to sum per-queue engines).
+    pub fn add(&mut self, other: &Stats) {
+        self.frames_in += other.frames_in;
+        self.frames_out += other.frames_out;
+        self.segments += other.segments;
+        self.coalesced += other.coalesced;
+        self.frames_merged += other.frames_merged;
+        self.acks_merged += other.acks_merged;
+        self.released += other.released;
+        self.trimmed += other.trimmed;
+        self.evictions += other.evictions;
+        for (a, b) in self.passed.iter_mut().zip(other.passed.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.flushes.iter_mut().zip(other.flushes.iter()) {
+            *a += b;
+        }
+    }
+}

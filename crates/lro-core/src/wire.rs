@@ -1,0 +1,481 @@
+//! Zero-copy parsing of the headers the engine needs: Ethernet (up to two VLAN tags),
+//! IPv4, IPv6 (Hop-by-Hop, Routing and Destination-options headers) and TCP.
+//!
+//! # Panic contract
+//! [`parse`] accepts any byte slice and never panics: every read is bounds-checked against the
+//! frame and the lengths the headers claim. A frame it cannot use comes back as
+//! [`Unparsed`] with the [`PassReason`] the engine counts, and, when the addresses (and
+//! ports) could be read, a [`FlowHint`] so the engine can flush that flow's held segment first
+//! and keep the flow's order.
+//!
+//! Hand-written rather than etherparse's `SlicedPacket`: the engine needs a handful of fields
+//! at fixed offsets and its whole per-frame budget is ~20 ns, which a full slicing pass
+//! exceeds (see `benches/engine.rs`, which measures both). etherparse is used in the tests as
+//! an independent checker of everything emitted.
+
+use crate::meta::{LinkKind, RxMeta};
+use crate::stats::PassReason;
+
+/// EtherType of IPv4.
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of IPv6.
+pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// EtherType (TPID) of an 802.1Q VLAN tag.
+pub const ETHERTYPE_VLAN: u16 = 0x8100;
+/// EtherType (TPID) of an 802.1ad service VLAN tag.
+pub const ETHERTYPE_QINQ: u16 = 0x88a8;
+/// Length of an Ethernet II header without tags.
+pub const ETHERNET_LEN: usize = 14;
+/// Length of an in-line VLAN tag.
+pub const VLAN_LEN: usize = 4;
+/// Length of an IPv4 header without options.
+pub const IPV4_LEN: usize = 20;
+/// Length of the fixed IPv6 header.
+pub const IPV6_LEN: usize = 40;
+/// Length of a TCP header without options.
+pub const TCP_LEN: usize = 20;
+/// IP protocol number of TCP.
+pub const PROTO_TCP: u8 = 6;
+
+/// TCP flag bits (the low byte of the flags word, RFC 9293 section 3.1, RFC 3168).
+pub mod tcp_flags {
+    /// No more data from sender.
+    pub const FIN: u8 = 0x01;
+    /// Synchronise sequence numbers.
+    pub const SYN: u8 = 0x02;
+    /// Reset the connection.
+    pub const RST: u8 = 0x04;
+    /// Push function.
+    pub const PSH: u8 = 0x08;
+    /// Acknowledgment field is significant.
+    pub const ACK: u8 = 0x10;
+    /// Urgent pointer field is significant.
+    pub const URG: u8 = 0x20;
+    /// ECN-Echo (RFC 3168).
+    pub const ECE: u8 = 0x40;
+    /// Congestion Window Reduced (RFC 3168).
+    pub const CWR: u8 = 0x80;
+}
+
+/// Byte offsets inside the TCP header.
+mod tcp_field {
+    pub(crate) const SEQ: usize = 4;
+    pub(crate) const ACK: usize = 8;
+    pub(crate) const FLAGS: usize = 13;
+    pub(crate) const WINDOW: usize = 14;
+    pub(crate) const CHECKSUM: usize = 16;
+}
+
+/// Byte offsets inside the IPv4 header.
+mod ipv4_field {
+    pub(crate) const TOS: usize = 1;
+    pub(crate) const TOTAL_LEN: usize = 2;
+    pub(crate) const ID: usize = 4;
+    pub(crate) const FRAG: usize = 6;
+    pub(crate) const TTL: usize = 8;
+    pub(crate) const PROTO: usize = 9;
+    pub(crate) const CHECKSUM: usize = 10;
+    pub(crate) const SRC: usize = 12;
+    pub(crate) const DST: usize = 16;
+}
+
+pub(crate) use ipv4_field::{
+    CHECKSUM as IPV4_CHECKSUM, ID as IPV4_ID, TOTAL_LEN as IPV4_TOTAL_LEN,
+};
+pub(crate) use tcp_field::{
+    ACK as TCP_ACK, CHECKSUM as TCP_CHECKSUM, FLAGS as TCP_FLAGS, SEQ as TCP_SEQ,
+    WINDOW as TCP_WINDOW,
+};
+
+/// The identity of a TCP flow as the engine compares it: every field that must be equal for two
+/// frames to be merged, whatever their hashes (Linux `gro_list_prepare` + `inet_gro_receive` /
+/// `ipv6_gro_receive` + `tcp_gro_lookup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FlowKey {
+    /// Destination and source MAC addresses (zero for raw IP frames).
+    pub macs: [u8; 12],
+    /// VLAN tags: the stripped one (from [`RxMeta::vlan_stripped`]) then the in-line ones, each
+    /// encoded as `TPID << 16 | TCI`, zero when absent.
+    pub vlans: [u32; 3],
+    /// IP version (4 or 6).
+    pub version: u8,
+    /// Source address (IPv4 in the first four bytes).
+    pub src: [u8; 16],
+    /// Destination address (IPv4 in the first four bytes).
+    pub dst: [u8; 16],
+    /// TCP source port (zero when unknown).
+    pub src_port: u16,
+    /// TCP destination port (zero when unknown).
+    pub dst_port: u16,
+    /// IPv6 flow label (zero for IPv4).
+    pub flow_label: u32,
+}
+
+impl FlowKey {
+    /// A cheap 32-bit hash of the key (used for table buckets when the NIC gave no RSS hash).
+    /// Never used alone to decide that two frames belong to one flow.
+    #[inline]
+    pub fn hash(&self) -> u32 {
+        let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mix = |h: u64, w: u64| (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(23);
+        let words = |b: &[u8; 16]| {
+            (
+                u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+                u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]),
+            )
+        };
+        let (s0, s1) = words(&self.src);
+        let (d0, d1) = words(&self.dst);
+        h = mix(h, s0);
+        h = mix(h, s1);
+        h = mix(h, d0);
+        h = mix(h, d1);
+        h = mix(
+            h,
+            (u64::from(self.src_port) << 16 | u64::from(self.dst_port))
+                ^ u64::from(self.flow_label) << 32,
+        );
+        h = mix(
+            h,
+            u64::from(self.vlans[0] ^ self.vlans[1].rotate_left(7) ^ self.vlans[2].rotate_left(13)),
+        );
+        (h ^ (h >> 32)) as u32
+    }
+
+    /// True when `other` has the same L2 identity and addresses (ports not compared): used to
+    /// flush the held segments of an address pair when a frame with unreadable ports arrives.
+    #[inline]
+    pub fn same_addresses(&self, other: &FlowKey) -> bool {
+        self.macs == other.macs
+            && self.vlans == other.vlans
+            && self.version == other.version
+            && self.src == other.src
+            && self.dst == other.dst
+    }
+}
+
+/// TCP options as the `Lro` policy classifies them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TcpOptions {
+    /// No options (data offset 5).
+    None,
+    /// Exactly the aligned `NOP, NOP, Timestamp` layout of RFC 7323 appendix A (data offset 8).
+    Timestamp {
+        /// TSval.
+        val: u32,
+        /// TSecr.
+        ecr: u32,
+    },
+    /// Anything else (SACK blocks, other layouts).
+    Other,
+}
+
+/// The fields of a parsed TCP frame the engine works with. Offsets are from the start of the
+/// frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parsed {
+    /// Flow identity.
+    pub key: FlowKey,
+    /// Offset of the IP header.
+    pub l3: u32,
+    /// Offset of the TCP header.
+    pub l4: u32,
+    /// Offset of the TCP payload.
+    pub payload: u32,
+    /// TCP payload length.
+    pub payload_len: u32,
+    /// Offset one past the IP datagram's end (the frame may be longer: padding).
+    pub ip_end: u32,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number.
+    pub ack: u32,
+    /// TCP header bytes 12..16: data offset, reserved/AE bits, flags and window.
+    pub flags_word: u32,
+    /// The flag byte (see [`tcp_flags`]).
+    pub flags: u8,
+    /// Window (unscaled).
+    pub window: u16,
+    /// Options classification.
+    pub options: TcpOptions,
+    /// TTL or hop limit.
+    pub ttl: u8,
+    /// TOS or traffic class (ECN included).
+    pub tos: u8,
+    /// IPv4 DF bit (false for IPv6).
+    pub df: bool,
+    /// IPv4 identification (zero for IPv6).
+    pub ip_id: u16,
+    /// IPv4 header has options (IHL > 5): such frames are never merged.
+    pub ip_options: bool,
+}
+
+impl Parsed {
+    /// IP version 6?
+    #[inline]
+    pub fn is_v6(&self) -> bool {
+        self.key.version == 6
+    }
+
+    /// TCP header length in bytes.
+    #[inline]
+    pub fn tcp_header_len(&self) -> u32 {
+        self.payload - self.l4
+    }
+
+    /// Ethernet padding after the IP datagram, given the frame length.
+    #[inline]
+    pub fn padding(&self, frame_len: usize) -> u32 {
+        (frame_len as u32).saturating_sub(self.ip_end)
+    }
+}
+
+/// What is known about a frame the engine cannot use as TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowHint {
+    /// Nothing: not IP, or IP headers unreadable.
+    None,
+    /// Addresses known, ports not (an IP fragment, a truncated TCP header).
+    Addresses(FlowKey),
+    /// The whole flow key is known.
+    Flow(FlowKey),
+}
+
+/// A frame [`parse`] could not turn into a [`Parsed`] TCP frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unparsed {
+    /// Why.
+    pub reason: PassReason,
+    /// What is known of its flow.
+    pub hint: FlowHint,
+}
+
+impl Unparsed {
+    const fn new(reason: PassReason, hint: FlowHint) -> Self {
+        Self { reason, hint }
+    }
+}
+
+#[inline]
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+const MALFORMED: Unparsed = Unparsed::new(PassReason::Malformed, FlowHint::None);
+
+/// Parses a frame's link, IP and TCP headers.
+///
+/// # Errors
+/// [`Unparsed`] for anything that is not a well-formed TCP segment over IPv4/IPv6 (see
+/// [`PassReason`]). IPv4 options do not make it fail: they are reported in
+/// [`Parsed::ip_options`] so the caller can locate the flow.
+///
+/// ```
+/// use lro_core::{wire, RxMeta};
+/// // Not even an Ethernet header: malformed, not a panic.
+/// assert!(wire::parse(&[0u8; 5], &RxMeta::ethernet(0)).is_err());
+/// ```
+pub fn parse(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unparsed> {
+    let mut key = FlowKey::default();
+    if let Some(tci) = meta.vlan_stripped {
+        key.vlans[0] = u32::from(ETHERTYPE_VLAN) << 16 | u32::from(tci);
+    }
+    let l3 = match meta.link {
+        LinkKind::Ethernet => {
+            let header = frame.get(..ETHERNET_LEN).ok_or(MALFORMED)?;
+            key.macs.copy_from_slice(&header[..12]);
+            let mut ethertype = be16(frame, 12).ok_or(MALFORMED)?;
+            let mut off = ETHERNET_LEN;
+            let mut tags = 0;
+            while ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
+                if tags == 2 {
+                    return Err(Unparsed::new(PassReason::NotIp, FlowHint::None));
+                }
+                let tci = be16(frame, off).ok_or(MALFORMED)?;
+                key.vlans[1 + tags] = u32::from(ethertype) << 16 | u32::from(tci);
+                ethertype = be16(frame, off + 2).ok_or(MALFORMED)?;
+                off += VLAN_LEN;
+                tags += 1;
+            }
+            let version = match ethertype {
+                ETHERTYPE_IPV4 => 4,
+                ETHERTYPE_IPV6 => 6,
+                _ => return Err(Unparsed::new(PassReason::NotIp, FlowHint::None)),
+            };
+            if frame.get(off).map(|b| b >> 4) != Some(version) {
+                return Err(MALFORMED);
+            }
+            off
+        }
+        LinkKind::RawIp => 0,
+    };
+    match frame.get(l3).map(|b| b >> 4) {
+        Some(4) => parse_ipv4(frame, l3, key),
+        Some(6) => parse_ipv6(frame, l3, key),
+        Some(_) => Err(Unparsed::new(PassReason::NotIp, FlowHint::None)),
+        None => Err(MALFORMED),
+    }
+}
+
+fn parse_ipv4(frame: &[u8], l3: usize, mut key: FlowKey) -> Result<Parsed, Unparsed> {
+    let ip = frame.get(l3..l3 + IPV4_LEN).ok_or(MALFORMED)?;
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[ipv4_field::TOTAL_LEN], ip[3]]));
+    if ihl < IPV4_LEN || total < ihl || l3 + total > frame.len() {
+        return Err(MALFORMED);
+    }
+    key.version = 4;
+    key.src[..4].copy_from_slice(&ip[ipv4_field::SRC..ipv4_field::SRC + 4]);
+    key.dst[..4].copy_from_slice(&ip[ipv4_field::DST..ipv4_field::DST + 4]);
+    let frag = u16::from_be_bytes([ip[ipv4_field::FRAG], ip[ipv4_field::FRAG + 1]]);
+    if ip[ipv4_field::PROTO] != PROTO_TCP {
+        return Err(Unparsed::new(PassReason::NotTcp, FlowHint::None));
+    }
+    // MF, a fragment offset or the reserved bit (Linux: any frag_off bit but DF flushes).
+    if frag & !0x4000 != 0 {
+        return Err(Unparsed::new(
+            PassReason::Fragment,
+            FlowHint::Addresses(key),
+        ));
+    }
+    let ip_end = l3 + total;
+    let l4 = l3 + ihl;
+    let mut p = parse_tcp(frame, l4, ip_end, key)?;
+    p.l3 = l3 as u32;
+    p.ttl = ip[ipv4_field::TTL];
+    p.tos = ip[ipv4_field::TOS];
+    p.df = frag & 0x4000 != 0;
+    p.ip_id = u16::from_be_bytes([ip[ipv4_field::ID], ip[ipv4_field::ID + 1]]);
+    p.ip_options = ihl != IPV4_LEN;
+    Ok(p)
+}
+
+/// IPv6 extension headers the engine walks (Linux `ipv6_gro_pull_exthdrs` with
+/// `INET6_PROTO_GSO_EXTHDR`: Hop-by-Hop, Routing, Destination options).
+const IPV6_HOPOPTS: u8 = 0;
+const IPV6_ROUTING: u8 = 43;
+const IPV6_FRAGMENT: u8 = 44;
+const IPV6_DSTOPTS: u8 = 60;
+/// At most this many extension headers are walked.
+const IPV6_MAX_EXT: usize = 8;
+
+fn parse_ipv6(frame: &[u8], l3: usize, mut key: FlowKey) -> Result<Parsed, Unparsed> {
+    let ip = frame.get(l3..l3 + IPV6_LEN).ok_or(MALFORMED)?;
+    let payload_len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+    if payload_len == 0 {
+        // Jumbogram (RFC 2675): Linux flushes these too.
+        return Err(MALFORMED);
+    }
+    let ip_end = l3 + IPV6_LEN + payload_len;
+    if ip_end > frame.len() {
+        return Err(MALFORMED);
+    }
+    key.version = 6;
+    key.src.copy_from_slice(&ip[8..24]);
+    key.dst.copy_from_slice(&ip[24..40]);
+    key.flow_label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
+    let tos = (ip[0] << 4) | (ip[1] >> 4);
+    let mut next = ip[6];
+    let mut off = l3 + IPV6_LEN;
+    let mut walked = 0;
+    while next != PROTO_TCP {
+        match next {
+            IPV6_HOPOPTS if walked == 0 => {}
+            IPV6_ROUTING | IPV6_DSTOPTS => {}
+            IPV6_FRAGMENT => {
+                return Err(Unparsed::new(
+                    PassReason::Fragment,
+                    FlowHint::Addresses(key),
+                ));
+            }
+            _ => return Err(Unparsed::new(PassReason::NotTcp, FlowHint::None)),
+        }
+        if walked == IPV6_MAX_EXT || off + 2 > ip_end {
+            return Err(MALFORMED);
+        }
+        next = frame[off];
+        off += (usize::from(frame[off + 1]) + 1) * 8;
+        walked += 1;
+        if off > ip_end {
+            return Err(MALFORMED);
+        }
+    }
+    let mut p = parse_tcp(frame, off, ip_end, key)?;
+    p.l3 = l3 as u32;
+    p.ttl = ip[7];
+    p.tos = tos;
+    Ok(p)
+}
+
+fn parse_tcp(frame: &[u8], l4: usize, ip_end: usize, key: FlowKey) -> Result<Parsed, Unparsed> {
+    let truncated = Unparsed::new(PassReason::Malformed, FlowHint::Addresses(key));
+    if l4 + TCP_LEN > ip_end {
+        return Err(truncated);
+    }
+    let th = &frame[l4..ip_end];
+    let hlen = usize::from(th[12] >> 4) * 4;
+    if hlen < TCP_LEN || hlen > th.len() {
+        return Err(truncated);
+    }
+    let mut key = key;
+    key.src_port = u16::from_be_bytes([th[0], th[1]]);
+    key.dst_port = u16::from_be_bytes([th[2], th[3]]);
+    let options = match &th[TCP_LEN..hlen] {
+        [] => TcpOptions::None,
+        [1, 1, 8, 10, v0, v1, v2, v3, e0, e1, e2, e3] => TcpOptions::Timestamp {
+            val: u32::from_be_bytes([*v0, *v1, *v2, *v3]),
+            ecr: u32::from_be_bytes([*e0, *e1, *e2, *e3]),
+        },
+        _ => TcpOptions::Other,
+    };
+    // The slice bounds above guarantee these reads; `?`-free accessors keep the hot path short.
+    let word = u32::from_be_bytes([th[12], th[13], th[14], th[15]]);
+    Ok(Parsed {
+        key,
+        l3: 0,
+        l4: l4 as u32,
+        payload: (l4 + hlen) as u32,
+        payload_len: (ip_end - l4 - hlen) as u32,
+        ip_end: ip_end as u32,
+        seq: u32::from_be_bytes([th[4], th[5], th[6], th[7]]),
+        ack: u32::from_be_bytes([th[8], th[9], th[10], th[11]]),
+        flags_word: word,
+        flags: th[tcp_field::FLAGS],
+        window: u16::from_be_bytes([th[14], th[15]]),
+        options,
+        ttl: 0,
+        tos: 0,
+        df: false,
+        ip_id: 0,
+        ip_options: false,
+    })
+}
+
+/// Reads the flow key of a frame (addresses, ports, L2 identity) without the rest of the
+/// parse, e.g. to compute a software RSS hash. `None` when the frame is not TCP over IP or
+/// its headers are unreadable.
+pub fn flow_key(frame: &[u8], meta: &RxMeta) -> Option<FlowKey> {
+    match parse(frame, meta) {
+        Ok(p) => Some(p.key),
+        Err(Unparsed {
+            hint: FlowHint::Flow(k),
+            ..
+        }) => Some(k),
+        Err(_) => None,
+    }
+}
+
+// Used by the coalescer and gso modules.
+#[inline]
+pub(crate) fn write_be16(b: &mut [u8], at: usize, v: u16) {
+    if let Some(s) = b.get_mut(at..at + 2) {
+        s.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
+#[inline]
+pub(crate) fn write_be32(b: &mut [u8], at: usize, v: u32) {
+    if let Some(s) = b.get_mut(at..at + 4) {
+        s.copy_from_slice(&v.to_be_bytes());
+    }
+}
