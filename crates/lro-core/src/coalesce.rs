@@ -583,7 +583,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
         let payload = p.payload as usize;
         let ip_end = p.ip_end as usize;
         let hdr_sum = csum::sum(&bytes[l4..payload]);
-        let pseudo = pseudo(p, ip_end - l4);
+        let pseudo = p.key.pseudo_header_sum((ip_end - l4) as u32);
         match meta.checksum {
             RxChecksum::Verified => Ok(csum::finish(csum::add(pseudo, hdr_sum))),
             RxChecksum::Complete(total) => {
@@ -730,7 +730,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
         self.held -= count;
         let rewrite = count > 1 || e.absorbed > 0;
         let checksum = if rewrite {
-            finalise(e, &config);
+            finalise(e, &flow, &config);
             config.checksum_out
         } else {
             OutChecksum::AsReceived
@@ -795,33 +795,31 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
             TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
             _ => None,
         };
-        *e = Entry {
-            frames: core::mem::take(&mut e.frames),
-            l3: p.l3,
-            l4: p.l4,
-            head_payload: p.payload,
-            next_seq: p.seq.wrapping_add(p.payload_len),
-            ack: p.ack,
-            window: p.window,
-            ts,
-            flags_word: p.flags_word,
-            or_flags: 0,
-            ttl: p.ttl,
-            tos: p.tos,
-            df: p.df,
-            v6: p.is_v6(),
-            ip_id: p.ip_id,
-            fixed_id: false,
-            mss: p.payload_len,
-            max_payload: p.payload_len,
-            data_frames: u16::from(p.payload_len > 0),
-            ip_len: p.ip_end - p.l3,
-            payload_sum,
-            payload_len: p.payload_len,
-            absorbed: 0,
-            first_time: time,
-            last_time: time,
-        };
+        // Field by field: the frame vector stays in place (moving it would copy S slots).
+        e.l3 = p.l3;
+        e.l4 = p.l4;
+        e.head_payload = p.payload;
+        e.next_seq = p.seq.wrapping_add(p.payload_len);
+        e.ack = p.ack;
+        e.window = p.window;
+        e.ts = ts;
+        e.flags_word = p.flags_word;
+        e.or_flags = 0;
+        e.ttl = p.ttl;
+        e.tos = p.tos;
+        e.df = p.df;
+        e.v6 = p.is_v6();
+        e.ip_id = p.ip_id;
+        e.fixed_id = false;
+        e.mss = p.payload_len;
+        e.max_payload = p.payload_len;
+        e.data_frames = u16::from(p.payload_len > 0);
+        e.ip_len = p.ip_end - p.l3;
+        e.payload_sum = payload_sum;
+        e.payload_len = p.payload_len;
+        e.absorbed = 0;
+        e.first_time = time;
+        e.last_time = time;
         // The entry's vector was emptied when it was last flushed, so this cannot fail.
         let _ = e.frames.push(Held {
             frame,
@@ -836,21 +834,14 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
     }
 }
 
-/// The pseudo-header sum of a parsed frame for a TCP length.
-fn pseudo(p: &Parsed, tcp_len: usize) -> u16 {
-    if p.is_v6() {
-        csum::pseudo_v6(&p.key.src, &p.key.dst, tcp_len as u32)
-    } else {
-        let s: [u8; 4] = [p.key.src[0], p.key.src[1], p.key.src[2], p.key.src[3]];
-        let d: [u8; 4] = [p.key.dst[0], p.key.dst[1], p.key.dst[2], p.key.dst[3]];
-        csum::pseudo_v4(&s, &d, tcp_len as u32)
-    }
-}
-
 /// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,
 /// `ipv6_gro_complete`, `tcp_gro_complete`; FreeBSD `tcp_lro_update_checksum` for the newest
 /// ACK/window/timestamps under `Lro`).
-fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, config: &Config) {
+fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(
+    e: &mut Entry<F, S>,
+    key: &FlowKey,
+    config: &Config,
+) {
     let (l3, l4, payload) = (e.l3 as usize, e.l4 as usize, e.head_payload as usize);
     let ip_len = e.ip_len;
     let lro = config.policy == Policy::Lro;
@@ -861,24 +852,14 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, c
     if b.len() < payload {
         return;
     }
-    let (src, dst, v6) = if e.v6 {
+    if e.v6 {
         wire::write_be16(b, l3 + 4, (ip_len - wire::IPV6_LEN as u32) as u16);
-        let mut s = [0u8; 16];
-        let mut d = [0u8; 16];
-        s.copy_from_slice(&b[l3 + 8..l3 + 24]);
-        d.copy_from_slice(&b[l3 + 24..l3 + 40]);
-        (s, d, true)
     } else {
         wire::write_be16(b, l3 + wire::IPV4_TOTAL_LEN, ip_len as u16);
         wire::write_be16(b, l3 + wire::IPV4_CHECKSUM, 0);
         let c = csum::finish(csum::sum(&b[l3..l4]));
         wire::write_be16(b, l3 + wire::IPV4_CHECKSUM, c);
-        let mut s = [0u8; 16];
-        let mut d = [0u8; 16];
-        s[..4].copy_from_slice(&b[l3 + 12..l3 + 16]);
-        d[..4].copy_from_slice(&b[l3 + 16..l3 + 20]);
-        (s, d, false)
-    };
+    }
     b[l4 + wire::TCP_FLAGS] |= e.or_flags;
     if lro {
         wire::write_be32(b, l4 + wire::TCP_ACK, e.ack);
@@ -890,13 +871,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, c
         }
     }
     let tcp_len = ip_len - (l4 - l3) as u32;
-    let pseudo = if v6 {
-        csum::pseudo_v6(&src, &dst, tcp_len)
-    } else {
-        let s = [src[0], src[1], src[2], src[3]];
-        let d = [dst[0], dst[1], dst[2], dst[3]];
-        csum::pseudo_v4(&s, &d, tcp_len)
-    };
+    let pseudo = key.pseudo_header_sum(tcp_len);
     wire::write_be16(b, l4 + wire::TCP_CHECKSUM, 0);
     let value = match config.checksum_out {
         OutChecksum::Partial => pseudo,

@@ -66,6 +66,14 @@ impl<const N: usize> Index<N> {
         }
     }
 
+    /// The bucket of a hash. A NIC's RSS hashes on one receive queue share their low bits
+    /// (the indirection table is indexed by them), so the bucket is taken from a multiplicative
+    /// mix of the whole hash rather than from its low bits.
+    #[inline]
+    fn bucket(hash: u32) -> usize {
+        (hash.wrapping_mul(0x9e37_79b9) >> 16) as usize & (N - 1)
+    }
+
     #[inline]
     pub(crate) fn len(&self) -> usize {
         N - self.nfree
@@ -84,7 +92,7 @@ impl<const N: usize> Index<N> {
     /// The entry holding `key`, if any.
     #[inline]
     pub(crate) fn find(&self, hash: u32, key: &FlowKey) -> Option<u16> {
-        let mut slot = self.buckets[hash as usize & (N - 1)];
+        let mut slot = self.buckets[Self::bucket(hash)];
         while slot != NIL {
             let s = usize::from(slot);
             if self.links[s].hash == hash && self.keys[s] == *key {
@@ -104,7 +112,7 @@ impl<const N: usize> Index<N> {
         self.nfree -= 1;
         let slot = self.free[self.nfree];
         let s = usize::from(slot);
-        let b = hash as usize & (N - 1);
+        let b = Self::bucket(hash);
         self.keys[s] = *key;
         self.links[s] = Links {
             hash,
@@ -162,7 +170,7 @@ impl<const N: usize> Index<N> {
             return;
         }
         self.unlink_lru(slot);
-        let b = self.links[s].hash as usize & (N - 1);
+        let b = Self::bucket(self.links[s].hash);
         let mut cur = self.buckets[b];
         let mut prev = NIL;
         while cur != NIL && cur != slot {
@@ -201,11 +209,8 @@ mod tests {
     use super::*;
 
     fn key(n: u8) -> FlowKey {
-        FlowKey {
-            version: 4,
-            src_port: u16::from(n),
-            ..FlowKey::default()
-        }
+        let a = core::net::Ipv4Addr::new(198, 18, 0, 1).into();
+        FlowKey::tcp(a, a, u16::from(n), 80)
     }
 
     #[test]

@@ -110,13 +110,7 @@ pub fn resegment(
         }
         wire::write_be16(b, l4 + wire::TCP_CHECKSUM, 0);
         let tcp_len = (len - l4) as u32;
-        let pseudo = if p.is_v6() {
-            csum::pseudo_v6(&p.key.src, &p.key.dst, tcp_len)
-        } else {
-            let s = [p.key.src[0], p.key.src[1], p.key.src[2], p.key.src[3]];
-            let d = [p.key.dst[0], p.key.dst[1], p.key.dst[2], p.key.dst[3]];
-            csum::pseudo_v4(&s, &d, tcp_len)
-        };
+        let pseudo = p.key.pseudo_header_sum(tcp_len);
         let c = csum::finish(csum::add(pseudo, csum::sum(&b[l4..])));
         wire::write_be16(b, l4 + wire::TCP_CHECKSUM, c);
         emit(b);

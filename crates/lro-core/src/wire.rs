@@ -13,8 +13,10 @@
 //! exceeds (see `benches/engine.rs`, which measures both). etherparse is used in the tests as
 //! an independent checker of everything emitted.
 
+use crate::csum;
 use crate::meta::{LinkKind, RxMeta};
 use crate::stats::PassReason;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -89,68 +91,185 @@ pub(crate) use tcp_field::{
 
 /// The identity of a TCP flow as the engine compares it: every field that must be equal for two
 /// frames to be merged, whatever their hashes (Linux `gro_list_prepare` + `inet_gro_receive` /
-/// `ipv6_gro_receive` + `tcp_gro_lookup`).
+/// `ipv6_gro_receive` + `tcp_gro_lookup`): MAC addresses, VLAN tags (stripped and in-line), IP
+/// version, addresses, IPv6 flow label and TCP ports.
+///
+/// Stored as four 128-bit words so that building, hashing and comparing it stays in registers.
+///
+/// ```
+/// use core::net::{IpAddr, Ipv4Addr};
+/// use lro_core::wire::FlowKey;
+/// let k = FlowKey::tcp(Ipv4Addr::new(198, 18, 0, 1).into(), Ipv4Addr::new(198, 18, 0, 2).into(), 40000, 5201);
+/// assert_eq!(k.src_addr(), IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)));
+/// assert_eq!((k.src_port(), k.dst_port()), (40000, 5201));
+/// assert_ne!(k, k.with_vlan(0, 7));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct FlowKey {
-    /// Destination and source MAC addresses (zero for raw IP frames).
-    pub macs: [u8; 12],
-    /// VLAN tags: the stripped one (from [`RxMeta::vlan_stripped`]) then the in-line ones, each
-    /// encoded as `TPID << 16 | TCI`, zero when absent.
-    pub vlans: [u32; 3],
-    /// IP version (4 or 6).
-    pub version: u8,
-    /// Source address (IPv4 in the first four bytes).
-    pub src: [u8; 16],
-    /// Destination address (IPv4 in the first four bytes).
-    pub dst: [u8; 16],
-    /// TCP source port (zero when unknown).
-    pub src_port: u16,
-    /// TCP destination port (zero when unknown).
-    pub dst_port: u16,
-    /// IPv6 flow label (zero for IPv4).
-    pub flow_label: u32,
+    /// Source address as a big-endian number (IPv4 in the top 32 bits).
+    src: u128,
+    /// Destination address, same layout.
+    dst: u128,
+    /// Destination MAC (bits 127..80), source MAC (79..32), source port (31..16), destination
+    /// port (15..0).
+    l2_ports: u128,
+    /// VLAN tags `TPID << 16 | TCI`: stripped (127..96), first in-line (95..64), second
+    /// (63..32); IP version (31..28) and IPv6 flow label (19..0).
+    tags: u128,
 }
 
 impl FlowKey {
+    const PORTS: u128 = 0xffff_ffff;
+
+    /// A key for a TCP flow between two addresses, without link-layer identity.
+    pub fn tcp(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16) -> Self {
+        let (version, s, d) = match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => (
+                4u8,
+                u128::from(u32::from(s)) << 96,
+                u128::from(u32::from(d)) << 96,
+            ),
+            (s, d) => (6u8, u128::from(to_v6(s)), u128::from(to_v6(d))),
+        };
+        Self {
+            src: s,
+            dst: d,
+            l2_ports: u128::from(src_port) << 16 | u128::from(dst_port),
+            tags: u128::from(version) << 28,
+        }
+    }
+
+    /// The same key with VLAN tag slot `slot` (0: NIC-stripped, 1 and 2: in-line, outer first)
+    /// set to an 802.1Q tag with this TCI.
+    pub fn with_vlan(mut self, slot: usize, tci: u16) -> Self {
+        let shift = 96 - 32 * slot.min(2) as u32;
+        let tag = u128::from(u32::from(ETHERTYPE_VLAN) << 16 | u32::from(tci));
+        self.tags = (self.tags & !(0xffff_ffff << shift)) | tag << shift;
+        self
+    }
+
+    /// The same key with an IPv6 flow label.
+    pub fn with_flow_label(mut self, label: u32) -> Self {
+        self.tags = (self.tags & !0xf_ffff) | u128::from(label & 0xf_ffff);
+        self
+    }
+
+    /// IP version: 4 or 6.
+    #[inline]
+    pub fn version(&self) -> u8 {
+        ((self.tags >> 28) & 0xf) as u8
+    }
+
+    /// Source address bytes in network order (IPv4 in the first four).
+    #[inline]
+    pub fn src_bytes(&self) -> [u8; 16] {
+        self.src.to_be_bytes()
+    }
+
+    /// Destination address bytes in network order (IPv4 in the first four).
+    #[inline]
+    pub fn dst_bytes(&self) -> [u8; 16] {
+        self.dst.to_be_bytes()
+    }
+
+    /// Source address.
+    pub fn src_addr(&self) -> IpAddr {
+        self.addr(self.src)
+    }
+
+    /// Destination address.
+    pub fn dst_addr(&self) -> IpAddr {
+        self.addr(self.dst)
+    }
+
+    fn addr(&self, a: u128) -> IpAddr {
+        if self.version() == 4 {
+            IpAddr::V4(Ipv4Addr::from((a >> 96) as u32))
+        } else {
+            IpAddr::V6(Ipv6Addr::from(a))
+        }
+    }
+
+    /// TCP source port (zero when unknown).
+    #[inline]
+    pub fn src_port(&self) -> u16 {
+        (self.l2_ports >> 16) as u16
+    }
+
+    /// TCP destination port (zero when unknown).
+    #[inline]
+    pub fn dst_port(&self) -> u16 {
+        self.l2_ports as u16
+    }
+
+    /// IPv6 flow label (zero for IPv4).
+    pub fn flow_label(&self) -> u32 {
+        (self.tags & 0xf_ffff) as u32
+    }
+
+    /// Destination MAC address (zero for raw IP frames).
+    pub fn dst_mac(&self) -> [u8; 6] {
+        let b = self.l2_ports.to_be_bytes();
+        [b[0], b[1], b[2], b[3], b[4], b[5]]
+    }
+
+    /// Source MAC address (zero for raw IP frames).
+    pub fn src_mac(&self) -> [u8; 6] {
+        let b = self.l2_ports.to_be_bytes();
+        [b[6], b[7], b[8], b[9], b[10], b[11]]
+    }
+
+    /// VLAN tags as `TPID << 16 | TCI`, `None` when absent: the NIC-stripped one, then the
+    /// in-line ones outer first.
+    pub fn vlans(&self) -> [Option<u32>; 3] {
+        let tag = |shift: u32| Some((self.tags >> shift) as u32).filter(|t| *t != 0);
+        [tag(96), tag(64), tag(32)]
+    }
+
     /// A cheap 32-bit hash of the key (used for table buckets when the NIC gave no RSS hash).
     /// Never used alone to decide that two frames belong to one flow.
     #[inline]
     pub fn hash(&self) -> u32 {
-        let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mix = |h: u64, w: u64| (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(23);
-        let words = |b: &[u8; 16]| {
-            (
-                u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-                u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]),
-            )
-        };
-        let (s0, s1) = words(&self.src);
-        let (d0, d1) = words(&self.dst);
-        h = mix(h, s0);
-        h = mix(h, s1);
-        h = mix(h, d0);
-        h = mix(h, d1);
-        h = mix(
-            h,
-            (u64::from(self.src_port) << 16 | u64::from(self.dst_port))
-                ^ u64::from(self.flow_label) << 32,
-        );
-        h = mix(
-            h,
-            u64::from(self.vlans[0] ^ self.vlans[1].rotate_left(7) ^ self.vlans[2].rotate_left(13)),
-        );
-        (h ^ (h >> 32)) as u32
+        // XOR-fold the key into 64 bits, then one multiply (Fibonacci hashing). Not collision
+        // resistant, and it need not be: a collision only lengthens a bucket chain, it never
+        // merges two flows.
+        let fold = |w: u128| (w as u64) ^ ((w >> 64) as u64);
+        let x = fold(self.src)
+            ^ fold(self.dst).rotate_left(29)
+            ^ fold(self.l2_ports).rotate_left(13)
+            ^ fold(self.tags);
+        (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
     }
 
     /// True when `other` has the same L2 identity and addresses (ports not compared): used to
     /// flush the held segments of an address pair when a frame with unreadable ports arrives.
     #[inline]
     pub fn same_addresses(&self, other: &FlowKey) -> bool {
-        self.macs == other.macs
-            && self.vlans == other.vlans
-            && self.version == other.version
-            && self.src == other.src
+        self.src == other.src
             && self.dst == other.dst
+            && self.tags == other.tags
+            && (self.l2_ports ^ other.l2_ports) & !Self::PORTS == 0
+    }
+
+    /// Sum of the TCP pseudo-header for a TCP length (RFC 9293 section 3.1 for IPv4, RFC 8200
+    /// section 8.1 for IPv6), folded. Computed from the key's address words directly.
+    #[inline]
+    pub fn pseudo_header_sum(&self, tcp_len: u32) -> u16 {
+        // IPv4 addresses sit in the top 32 bits with zeros below: the same word sum serves both.
+        let half = |x: u128| {
+            let (s, c) = (x as u64).overflowing_add((x >> 64) as u64);
+            s + u64::from(c)
+        };
+        let (s, c) = half(self.src).overflowing_add(half(self.dst));
+        let acc = u64::from(csum::fold(s + u64::from(c)));
+        csum::fold(acc + 6 + u64::from(tcp_len >> 16) + u64::from(tcp_len & 0xffff))
+    }
+}
+
+fn to_v6(a: IpAddr) -> Ipv6Addr {
+    match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
     }
 }
 
@@ -214,7 +333,7 @@ impl Parsed {
     /// IP version 6?
     #[inline]
     pub fn is_v6(&self) -> bool {
-        self.key.version == 6
+        self.key.version() == 6
     }
 
     /// TCP header length in bytes.
@@ -256,11 +375,6 @@ impl Unparsed {
     }
 }
 
-#[inline]
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
 const MALFORMED: Unparsed = Unparsed::new(PassReason::Malformed, FlowHint::None);
 
 /// Parses a frame's link, IP and TCP headers.
@@ -275,27 +389,32 @@ const MALFORMED: Unparsed = Unparsed::new(PassReason::Malformed, FlowHint::None)
 /// // Not even an Ethernet header: malformed, not a panic.
 /// assert!(wire::parse(&[0u8; 5], &RxMeta::ethernet(0)).is_err());
 /// ```
+#[inline]
 pub fn parse(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unparsed> {
-    let mut key = FlowKey::default();
-    if let Some(tci) = meta.vlan_stripped {
-        key.vlans[0] = u32::from(ETHERTYPE_VLAN) << 16 | u32::from(tci);
-    }
-    let l3 = match meta.link {
+    let mut tags: u128 = match meta.vlan_stripped {
+        Some(tci) => u128::from(u32::from(ETHERTYPE_VLAN) << 16 | u32::from(tci)) << 96,
+        None => 0,
+    };
+    let (l3, macs) = match meta.link {
         LinkKind::Ethernet => {
-            let header = frame.get(..ETHERNET_LEN).ok_or(MALFORMED)?;
-            key.macs.copy_from_slice(&header[..12]);
-            let mut ethertype = be16(frame, 12).ok_or(MALFORMED)?;
+            let h = frame.get(..ETHERNET_LEN).ok_or(MALFORMED)?;
+            let macs = u128::from(u64::from_be_bytes([
+                h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
+            ])) << 64
+                | u128::from(u32::from_be_bytes([h[8], h[9], h[10], h[11]])) << 32;
+            let mut ethertype = u16::from_be_bytes([h[12], h[13]]);
             let mut off = ETHERNET_LEN;
-            let mut tags = 0;
+            let mut n = 0u32;
             while ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
-                if tags == 2 {
+                if n == 2 {
                     return Err(Unparsed::new(PassReason::NotIp, FlowHint::None));
                 }
-                let tci = be16(frame, off).ok_or(MALFORMED)?;
-                key.vlans[1 + tags] = u32::from(ethertype) << 16 | u32::from(tci);
-                ethertype = be16(frame, off + 2).ok_or(MALFORMED)?;
+                let t = frame.get(off..off + VLAN_LEN).ok_or(MALFORMED)?;
+                let tag = u32::from(ethertype) << 16 | u32::from(u16::from_be_bytes([t[0], t[1]]));
+                tags |= u128::from(tag) << (64 - 32 * n);
+                ethertype = u16::from_be_bytes([t[2], t[3]]);
                 off += VLAN_LEN;
-                tags += 1;
+                n += 1;
             }
             let version = match ethertype {
                 ETHERTYPE_IPV4 => 4,
@@ -305,28 +424,40 @@ pub fn parse(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unparsed> {
             if frame.get(off).map(|b| b >> 4) != Some(version) {
                 return Err(MALFORMED);
             }
-            off
+            (off, macs)
         }
-        LinkKind::RawIp => 0,
+        LinkKind::RawIp => (0, 0),
     };
     match frame.get(l3).map(|b| b >> 4) {
-        Some(4) => parse_ipv4(frame, l3, key),
-        Some(6) => parse_ipv6(frame, l3, key),
+        Some(4) => parse_ipv4(frame, l3, macs, tags),
+        Some(6) => parse_ipv6(frame, l3, macs, tags),
         Some(_) => Err(Unparsed::new(PassReason::NotIp, FlowHint::None)),
         None => Err(MALFORMED),
     }
 }
 
-fn parse_ipv4(frame: &[u8], l3: usize, mut key: FlowKey) -> Result<Parsed, Unparsed> {
+#[inline(always)]
+fn parse_ipv4(frame: &[u8], l3: usize, macs: u128, tags: u128) -> Result<Parsed, Unparsed> {
     let ip = frame.get(l3..l3 + IPV4_LEN).ok_or(MALFORMED)?;
     let ihl = usize::from(ip[0] & 0x0f) * 4;
     let total = usize::from(u16::from_be_bytes([ip[ipv4_field::TOTAL_LEN], ip[3]]));
     if ihl < IPV4_LEN || total < ihl || l3 + total > frame.len() {
         return Err(MALFORMED);
     }
-    key.version = 4;
-    key.src[..4].copy_from_slice(&ip[ipv4_field::SRC..ipv4_field::SRC + 4]);
-    key.dst[..4].copy_from_slice(&ip[ipv4_field::DST..ipv4_field::DST + 4]);
+    let addr = |at: usize| {
+        u128::from(u32::from_be_bytes([
+            ip[at],
+            ip[at + 1],
+            ip[at + 2],
+            ip[at + 3],
+        ])) << 96
+    };
+    let key = FlowKey {
+        src: addr(ipv4_field::SRC),
+        dst: addr(ipv4_field::DST),
+        l2_ports: macs,
+        tags: tags | 4 << 28,
+    };
     let frag = u16::from_be_bytes([ip[ipv4_field::FRAG], ip[ipv4_field::FRAG + 1]]);
     if ip[ipv4_field::PROTO] != PROTO_TCP {
         return Err(Unparsed::new(PassReason::NotTcp, FlowHint::None));
@@ -359,7 +490,8 @@ const IPV6_DSTOPTS: u8 = 60;
 /// At most this many extension headers are walked.
 const IPV6_MAX_EXT: usize = 8;
 
-fn parse_ipv6(frame: &[u8], l3: usize, mut key: FlowKey) -> Result<Parsed, Unparsed> {
+#[inline(always)]
+fn parse_ipv6(frame: &[u8], l3: usize, macs: u128, tags: u128) -> Result<Parsed, Unparsed> {
     let ip = frame.get(l3..l3 + IPV6_LEN).ok_or(MALFORMED)?;
     let payload_len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
     if payload_len == 0 {
@@ -370,10 +502,18 @@ fn parse_ipv6(frame: &[u8], l3: usize, mut key: FlowKey) -> Result<Parsed, Unpar
     if ip_end > frame.len() {
         return Err(MALFORMED);
     }
-    key.version = 6;
-    key.src.copy_from_slice(&ip[8..24]);
-    key.dst.copy_from_slice(&ip[24..40]);
-    key.flow_label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
+    let addr = |at: usize| {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&ip[at..at + 16]);
+        u128::from_be_bytes(b)
+    };
+    let label = u128::from(u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]));
+    let key = FlowKey {
+        src: addr(8),
+        dst: addr(24),
+        l2_ports: macs,
+        tags: tags | 6 << 28 | label,
+    };
     let tos = (ip[0] << 4) | (ip[1] >> 4);
     let mut next = ip[6];
     let mut off = l3 + IPV6_LEN;
@@ -407,6 +547,7 @@ fn parse_ipv6(frame: &[u8], l3: usize, mut key: FlowKey) -> Result<Parsed, Unpar
     Ok(p)
 }
 
+#[inline(always)]
 fn parse_tcp(frame: &[u8], l4: usize, ip_end: usize, key: FlowKey) -> Result<Parsed, Unparsed> {
     let truncated = Unparsed::new(PassReason::Malformed, FlowHint::Addresses(key));
     if l4 + TCP_LEN > ip_end {
@@ -418,8 +559,7 @@ fn parse_tcp(frame: &[u8], l4: usize, ip_end: usize, key: FlowKey) -> Result<Par
         return Err(truncated);
     }
     let mut key = key;
-    key.src_port = u16::from_be_bytes([th[0], th[1]]);
-    key.dst_port = u16::from_be_bytes([th[2], th[3]]);
+    key.l2_ports |= u128::from(u32::from_be_bytes([th[0], th[1], th[2], th[3]]));
     let options = match &th[TCP_LEN..hlen] {
         [] => TcpOptions::None,
         [1, 1, 8, 10, v0, v1, v2, v3, e0, e1, e2, e3] => TcpOptions::Timestamp {
@@ -428,8 +568,6 @@ fn parse_tcp(frame: &[u8], l4: usize, ip_end: usize, key: FlowKey) -> Result<Par
         },
         _ => TcpOptions::Other,
     };
-    // The slice bounds above guarantee these reads; `?`-free accessors keep the hot path short.
-    let word = u32::from_be_bytes([th[12], th[13], th[14], th[15]]);
     Ok(Parsed {
         key,
         l3: 0,
@@ -439,7 +577,7 @@ fn parse_tcp(frame: &[u8], l4: usize, ip_end: usize, key: FlowKey) -> Result<Par
         ip_end: ip_end as u32,
         seq: u32::from_be_bytes([th[4], th[5], th[6], th[7]]),
         ack: u32::from_be_bytes([th[8], th[9], th[10], th[11]]),
-        flags_word: word,
+        flags_word: u32::from_be_bytes([th[12], th[13], th[14], th[15]]),
         flags: th[tcp_field::FLAGS],
         window: u16::from_be_bytes([th[14], th[15]]),
         options,
