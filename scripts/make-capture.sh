@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Makes the small real captures the `lro` command-line tool ships with (data/), from the Linux
+# kernel's TCP stack talking between two network namespaces joined by a veth pair, following
+# /work/shared/captures/README.md.
+#
+# Run as root from the repository root:
+#     apt-get install -y iperf3 tcpdump ethtool xz-utils
+#     scripts/make-capture.sh            # writes data/*.pcap.xz and data/bad/*
+#
+# What it writes:
+#   data/default.pcap.xz  IPv4, 2 parallel flows, 1.5 MB, receiver GRO off (so an ACK every
+#                         second segment: many pure ACKs to merge), repeating payload (so it
+#                         compresses to a few hundred KB); then IPv6 (link-local), 1 flow, 256 KB.
+#                         Compiled into the `lro` binary as its default input.
+#   data/small.pcap.xz    IPv4 2 flows of 96 KB + IPv6 1 flow of 64 KB, random payload, receiver
+#                         GRO off: the integration tests' main input (random bytes make the
+#                         payload comparison strict).
+#   data/bad/*            error-path inputs: garbage bytes, a truncated pcap, an unsupported link type.
+#
+# Only the addresses 198.18.0.1 and 198.18.0.2 (RFC 2544 benchmarking range) are assigned, inside
+# namespaces this script creates; the IPv6 run uses the link-local addresses the kernel gives the
+# veth ends itself. The namespaces are deleted on exit, even on failure.
+set -euo pipefail
+
+out_dir="${OUT_DIR:-data}"
+ns_a="lrocap-a-$$"
+ns_b="lrocap-b-$$"
+work="$(mktemp -d)"
+tcpdump_pid=""
+
+cleanup() {
+    set +e
+    if [[ -n "$tcpdump_pid" ]]; then kill "$tcpdump_pid" 2>/dev/null; wait "$tcpdump_pid" 2>/dev/null; fi
+    # Deleting a namespace kills nothing by itself: stop the iperf3 servers we started in it.
+    for ns in "$ns_a" "$ns_b"; do
+        if ip netns list | grep -qw "$ns"; then
+            for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+            ip netns del "$ns"
+        fi
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+need() { command -v "$1" >/dev/null || { echo "make-capture: missing $1 (apt-get install -y iperf3 tcpdump ethtool xz-utils)" >&2; exit 1; }; }
+need ip; need iperf3; need tcpdump; need ethtool; need xz
+[[ $(id -u) -eq 0 ]] || { echo "make-capture: must run as root (network namespaces)" >&2; exit 1; }
+
+ip netns add "$ns_a"
+ip netns add "$ns_b"
+ip link add lrova type veth peer name lrovb netns "$ns_b"
+ip link set lrova netns "$ns_a"
+ip -n "$ns_a" addr add 198.18.0.1/24 dev lrova
+ip -n "$ns_b" addr add 198.18.0.2/24 dev lrovb
+ip -n "$ns_a" link set lo up
+ip -n "$ns_b" link set lo up
+ip -n "$ns_a" link set lrova up
+ip -n "$ns_b" link set lrovb up
+# Wire-size segments with real checksums on the sender, real checksums on the ACKs, and a
+# receiver without GRO so it ACKs every second segment (an ACK-heavy trace).
+ip netns exec "$ns_a" ethtool -K lrova tso off gso off tx off >/dev/null
+ip netns exec "$ns_b" ethtool -K lrovb tx off gro off >/dev/null
+
+# Wait for the IPv6 link-local addresses to leave the tentative (DAD) state.
+ll_b=""
+for _ in $(seq 50); do
+    ll_b="$(ip -n "$ns_b" -6 addr show dev lrovb scope link -tentative | awk '/inet6/ {sub("/.*", "", $2); print $2; exit}')"
+    ll_a="$(ip -n "$ns_a" -6 addr show dev lrova scope link -tentative | awk '/inet6/ {print $2; exit}')"
+    [[ -n "$ll_b" && -n "$ll_a" ]] && break
+    sleep 0.2
+done
+[[ -n "$ll_b" ]] || { echo "make-capture: no IPv6 link-local address on the receiver" >&2; exit 1; }
+
+# One capture: IPv4 run(s), then an IPv6 run. Arguments: output name, iperf3 payload options,
+# IPv4 bytes in total, IPv4 parallel flows, IPv6 bytes.
+capture() {
+    local name="$1" payload="$2" v4_bytes="$3" v4_flows="$4" v6_bytes="$5"
+    local pcap="$work/$name.pcap"
+    ip netns exec "$ns_a" tcpdump -i lrova -s 0 -U -w "$pcap" tcp 2>"$work/tcpdump.log" &
+    tcpdump_pid=$!
+    sleep 1
+    ip netns exec "$ns_b" iperf3 -s -1 -D -B 198.18.0.2
+    sleep 0.3
+    ip netns exec "$ns_a" iperf3 -c 198.18.0.2 -n "$v4_bytes" -P "$v4_flows" -b 100M $payload >/dev/null
+    ip netns exec "$ns_b" iperf3 -s -1 -D -B "$ll_b%lrovb"
+    sleep 0.3
+    ip netns exec "$ns_a" iperf3 -c "$ll_b%lrova" -n "$v6_bytes" -P 1 -b 50M $payload >/dev/null
+    sleep 0.5
+    kill -INT "$tcpdump_pid"
+    wait "$tcpdump_pid" || true
+    tcpdump_pid=""
+    xz -9e -T1 -c "$pcap" >"$out_dir/$name.pcap.xz"
+    cp "$pcap" "$work/$name.keep"
+    echo "make-capture: $out_dir/$name.pcap.xz ($(stat -c %s "$out_dir/$name.pcap.xz") bytes, $(stat -c %s "$pcap") uncompressed)"
+}
+
+mkdir -p "$out_dir/bad"
+capture default --repeating-payload 1536K 2 256K
+capture small "" 192K 2 64K
+
+# Error-path inputs.
+printf 'this is not a capture file, just some text\n%.0s' 1 2 3 >"$out_dir/bad/garbage.pcap"
+# The first 3000 bytes of a real pcap: the global header, whole packets, then a cut packet.
+head -c 3000 "$work/small.keep" >"$out_dir/bad/truncated.pcap"
+# A valid pcap header announcing link type 105 (IEEE 802.11), with one 4-byte packet.
+printf '\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x69\x00\x00\x00' >"$out_dir/bad/linktype-802-11.pcap"
+printf '\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x00\x00\x04\x00\x00\x00\x08\x00\x00\x00' >>"$out_dir/bad/linktype-802-11.pcap"
+echo "make-capture: done"

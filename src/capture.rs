@@ -1,0 +1,471 @@
+//! Reading captures: pcap and pcapng, optionally xz-compressed, into memory.
+//!
+//! Every frame is classified once at load time: which link layer the engine should see it as
+//! and how many bytes of link header (a Linux cooked header) to hide from it.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::Path;
+
+use lro_core::LinkKind;
+use pcap_file::pcap::PcapParser;
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::pcapng::{Block, PcapNgParser};
+use pcap_file::PcapError;
+
+/// The built-in default capture (see `scripts/make-capture.sh`).
+const DEFAULT_CAPTURE: &[u8] = include_bytes!("../data/default.pcap.xz");
+
+/// What to call the built-in capture in messages.
+pub(crate) const DEFAULT_NAME: &str = "built-in default capture (data/default.pcap.xz)";
+
+/// A problem with the input file: reported with the file's name, exit status 2.
+#[derive(Debug)]
+pub(crate) struct InputError {
+    /// The file as the user named it.
+    pub(crate) file: String,
+    /// What is wrong with it.
+    pub(crate) problem: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.file, self.problem)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// Link-layer types this tool reads (numbers from the tcpdump.org link-type registry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// LINKTYPE_ETHERNET (1).
+    Ethernet,
+    /// Raw IPv4/IPv6: LINKTYPE_RAW (101), LINKTYPE_IPV4 (228), LINKTYPE_IPV6 (229), and the
+    /// platform-dependent DLT_RAW values 12 and 14.
+    RawIp,
+    /// Linux cooked capture v1, LINKTYPE_LINUX_SLL (113): a 16-byte pseudo header.
+    Sll,
+    /// Linux cooked capture v2, LINKTYPE_LINUX_SLL2 (276): a 20-byte pseudo header.
+    Sll2,
+}
+
+impl Link {
+    /// The link type for a capture's link-type number, or `None` when unsupported.
+    pub(crate) fn from_number(n: u32) -> Option<Link> {
+        match n {
+            1 => Some(Link::Ethernet),
+            12 | 14 | 101 | 228 | 229 => Some(Link::RawIp),
+            113 => Some(Link::Sll),
+            276 => Some(Link::Sll2),
+            _ => None,
+        }
+    }
+
+    /// A human name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Link::Ethernet => "Ethernet",
+            Link::RawIp => "raw IP",
+            Link::Sll => "Linux cooked (SLL)",
+            Link::Sll2 => "Linux cooked v2 (SLL2)",
+        }
+    }
+
+    /// How the engine should see a frame of this link type.
+    pub(crate) fn classify(self, frame: &[u8]) -> FrameClass {
+        // EtherType of IPv4 / IPv6.
+        let ip = |proto: &[u8]| matches!(proto, [0x08, 0x00] | [0x86, 0xdd]);
+        match self {
+            Link::Ethernet => FrameClass::Engine {
+                link: LinkKind::Ethernet,
+                skip: 0,
+            },
+            Link::RawIp => FrameClass::Engine {
+                link: LinkKind::RawIp,
+                skip: 0,
+            },
+            Link::Sll if frame.len() >= 16 && ip(&frame[14..16]) => FrameClass::Engine {
+                link: LinkKind::RawIp,
+                skip: 16,
+            },
+            Link::Sll2 if frame.len() >= 20 && ip(&frame[0..2]) => FrameClass::Engine {
+                link: LinkKind::RawIp,
+                skip: 20,
+            },
+            Link::Sll | Link::Sll2 => FrameClass::NotIp,
+        }
+    }
+}
+
+/// How one captured frame is handed to the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FrameClass {
+    /// Offered to the engine as `link`, after hiding `skip` bytes of pseudo header.
+    Engine {
+        /// What the engine parses.
+        link: LinkKind,
+        /// Bytes of cooked header before the IP header.
+        skip: u8,
+    },
+    /// A cooked-capture frame that is not IPv4/IPv6: passed through without the engine.
+    NotIp,
+}
+
+/// One captured frame: where its bytes are in [`Capture::bytes`] and when it arrived.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Record {
+    /// Capture timestamp in nanoseconds.
+    pub(crate) ts_ns: u64,
+    /// Offset of the frame in [`Capture::bytes`].
+    pub(crate) offset: usize,
+    /// Captured length.
+    pub(crate) len: usize,
+    /// How the engine sees it.
+    pub(crate) class: FrameClass,
+}
+
+/// A whole capture in memory.
+#[derive(Debug)]
+pub(crate) struct Capture {
+    /// The file as the user named it (or [`DEFAULT_NAME`]).
+    pub(crate) name: String,
+    /// Link type of every frame.
+    pub(crate) link: Link,
+    /// The link-type number to write in an output pcap.
+    pub(crate) link_number: u32,
+    /// The frames, in capture order.
+    pub(crate) records: Vec<Record>,
+    /// All frame bytes, back to back.
+    pub(crate) bytes: Vec<u8>,
+    /// Longest captured frame.
+    pub(crate) max_len: usize,
+}
+
+impl Capture {
+    /// The bytes of one captured frame.
+    pub(crate) fn frame(&self, r: &Record) -> &[u8] {
+        &self.bytes[r.offset..r.offset + r.len]
+    }
+
+    /// Reads `path`, or the built-in default capture when `None`.
+    pub(crate) fn load(path: Option<&Path>) -> Result<Capture, InputError> {
+        match path {
+            Some(p) => {
+                let name = p.display().to_string();
+                let raw = std::fs::read(p).map_err(|e| InputError {
+                    file: name.clone(),
+                    problem: match e.kind() {
+                        std::io::ErrorKind::NotFound => "no such file".to_string(),
+                        _ => format!("cannot read: {e}"),
+                    },
+                })?;
+                Capture::parse(name, &raw)
+            }
+            None => Capture::parse(DEFAULT_NAME.to_string(), DEFAULT_CAPTURE),
+        }
+    }
+
+    /// Parses a capture file's contents (pcap, pcapng, either xz-compressed).
+    pub(crate) fn parse(name: String, raw: &[u8]) -> Result<Capture, InputError> {
+        let fail = |problem: String| InputError {
+            file: name.clone(),
+            problem,
+        };
+        let data: Cow<'_, [u8]> = if raw.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+            let mut out = Vec::new();
+            lzma_rs::xz_decompress(&mut &raw[..], &mut out).map_err(|e| {
+                fail(format!(
+                    "xz decompression failed ({e}): truncated or corrupt .xz file"
+                ))
+            })?;
+            Cow::Owned(out)
+        } else {
+            Cow::Borrowed(raw)
+        };
+        let mut cap = Capture {
+            name: name.clone(),
+            link: Link::Ethernet,
+            link_number: 1,
+            records: Vec::new(),
+            bytes: Vec::with_capacity(data.len()),
+            max_len: 0,
+        };
+        if data.is_empty() {
+            return Err(fail("empty file: not a pcap or pcapng capture".to_string()));
+        }
+        if data.len() >= 4 {
+            match u32::from_be_bytes([data[0], data[1], data[2], data[3]]) {
+                0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => {
+                    cap.read_pcap(&data).map_err(fail)?;
+                    return Ok(cap);
+                }
+                0x0a0d_0d0a => {
+                    cap.read_pcapng(&data).map_err(fail)?;
+                    return Ok(cap);
+                }
+                _ => {}
+            }
+        }
+        let shown: Vec<String> = data.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        Err(fail(format!(
+            "not a pcap or pcapng capture (it starts with bytes {}; .xz-compressed captures are also read)",
+            shown.join(" ")
+        )))
+    }
+
+    fn set_link(&mut self, number: u32) -> Result<(), String> {
+        self.link_number = number;
+        self.link = Link::from_number(number).ok_or_else(|| {
+            format!(
+                "unsupported link type {number}{}: supported are Ethernet (1), raw IP (101, 228, 229, 12, 14), Linux cooked SLL (113) and SLL2 (276)",
+                match number {
+                    0 => " (BSD loopback)",
+                    105 => " (IEEE 802.11)",
+                    127 => " (802.11 radiotap)",
+                    _ => "",
+                }
+            )
+        })?;
+        Ok(())
+    }
+
+    fn add(&mut self, ts_ns: u64, frame: &[u8], link: Link) {
+        self.records.push(Record {
+            ts_ns,
+            offset: self.bytes.len(),
+            len: frame.len(),
+            class: link.classify(frame),
+        });
+        self.max_len = self.max_len.max(frame.len());
+        self.bytes.extend_from_slice(frame);
+    }
+
+    fn read_pcap(&mut self, data: &[u8]) -> Result<(), String> {
+        let (mut rest, parser) =
+            PcapParser::new(data).map_err(|e| format!("bad pcap header: {}", describe(&e)))?;
+        self.set_link(u32::from(parser.header().datalink))?;
+        while !rest.is_empty() {
+            let at = data.len() - rest.len();
+            // Raw records: the snap length in the header is advisory, some writers exceed it.
+            let (next, packet) = parser.next_raw_packet(rest).map_err(|e| match e {
+                PcapError::IncompleteBuffer => format!(
+                    "truncated: packet record {} at byte {at} is cut short ({} bytes left)",
+                    self.records.len() + 1,
+                    rest.len()
+                ),
+                e => format!(
+                    "corrupt packet record {} at byte {at}: {}",
+                    self.records.len() + 1,
+                    describe(&e)
+                ),
+            })?;
+            let sub = u64::from(packet.ts_frac);
+            let sub_ns = match parser.header().ts_resolution {
+                pcap_file::TsResolution::MicroSecond => sub * 1000,
+                pcap_file::TsResolution::NanoSecond => sub,
+            };
+            let ts = u64::from(packet.ts_sec) * 1_000_000_000 + sub_ns;
+            let link = self.link;
+            self.add(ts, &packet.data, link);
+            rest = next;
+        }
+        Ok(())
+    }
+
+    fn read_pcapng(&mut self, data: &[u8]) -> Result<(), String> {
+        let (mut rest, mut parser) = PcapNgParser::new(data)
+            .map_err(|e| format!("bad pcapng section header: {}", describe(&e)))?;
+        // Per interface: link type, timestamp units per second as (multiplier, shift/divisor).
+        let mut ifaces: Vec<(Link, u32, TsUnit, u64)> = Vec::new();
+        let mut link_number: Option<u32> = None;
+        while !rest.is_empty() {
+            let at = data.len() - rest.len();
+            let (next, block) = parser.next_block(rest).map_err(|e| match e {
+                PcapError::IncompleteBuffer => {
+                    format!(
+                        "truncated: the pcapng block at byte {at} is cut short ({} bytes left)",
+                        rest.len()
+                    )
+                }
+                e => format!("corrupt pcapng block at byte {at}: {}", describe(&e)),
+            })?;
+            match block {
+                Block::SectionHeader(_) => ifaces.clear(),
+                Block::InterfaceDescription(idb) => {
+                    let number = u32::from(idb.linktype);
+                    let mut unit = TsUnit::Pow10(6);
+                    let mut offset = 0;
+                    for opt in &idb.options {
+                        match opt {
+                            InterfaceDescriptionOption::IfTsResol(r) => {
+                                unit = if r & 0x80 != 0 {
+                                    TsUnit::Pow2(r & 0x7f)
+                                } else {
+                                    TsUnit::Pow10(*r)
+                                };
+                            }
+                            InterfaceDescriptionOption::IfTsOffset(o) => offset = *o,
+                            _ => {}
+                        }
+                    }
+                    // An unsupported link type is reported when a packet of it shows up.
+                    let link = Link::from_number(number).unwrap_or(Link::Ethernet);
+                    ifaces.push((link, number, unit, offset));
+                }
+                Block::EnhancedPacket(epb) => {
+                    let Some(&(link, number, unit, offset)) = ifaces.get(epb.interface_id as usize)
+                    else {
+                        return Err(format!(
+                            "corrupt: packet {} refers to interface {} that was never described",
+                            self.records.len() + 1,
+                            epb.interface_id
+                        ));
+                    };
+                    self.check_link(&mut link_number, number)?;
+                    let ticks = epb.timestamp.as_nanos() as u64;
+                    let ts = unit
+                        .to_ns(ticks)
+                        .saturating_add(offset.saturating_mul(1_000_000_000));
+                    self.add(ts, &epb.data, link);
+                }
+                Block::SimplePacket(spb) => {
+                    let Some(&(link, number, _, _)) = ifaces.first() else {
+                        return Err(
+                            "corrupt: a packet before any interface description".to_string()
+                        );
+                    };
+                    self.check_link(&mut link_number, number)?;
+                    self.add(0, &spb.data, link);
+                }
+                _ => {}
+            }
+            rest = next;
+        }
+        if let Some(n) = link_number {
+            self.set_link(n)?;
+        }
+        Ok(())
+    }
+
+    /// All packets of a pcapng file must share one supported link type.
+    fn check_link(&mut self, seen: &mut Option<u32>, number: u32) -> Result<(), String> {
+        match *seen {
+            None => {
+                self.set_link(number)?;
+                *seen = Some(number);
+                Ok(())
+            }
+            Some(n) if n == number => Ok(()),
+            Some(n) => Err(format!(
+                "mixed link types {n} and {number} in one pcapng file are not supported"
+            )),
+        }
+    }
+}
+
+/// A pcapng interface's timestamp unit (`if_tsresol`).
+#[derive(Debug, Clone, Copy)]
+enum TsUnit {
+    /// 10^-n seconds.
+    Pow10(u8),
+    /// 2^-n seconds.
+    Pow2(u8),
+}
+
+impl TsUnit {
+    fn to_ns(self, ticks: u64) -> u64 {
+        let ns: u128 = match self {
+            TsUnit::Pow10(n) if n <= 9 => u128::from(ticks) * 10u128.pow(u32::from(9 - n)),
+            TsUnit::Pow10(n) => u128::from(ticks) / 10u128.pow(u32::from(n.min(38) - 9)),
+            TsUnit::Pow2(n) => (u128::from(ticks) * 1_000_000_000) >> n.min(127),
+        };
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+}
+
+/// A pcap-file error in words.
+fn describe(e: &PcapError) -> String {
+    match e {
+        PcapError::IncompleteBuffer => "cut short".to_string(),
+        PcapError::IoError(e) => e.to_string(),
+        PcapError::InvalidField(f) => format!("invalid field ({f})"),
+        PcapError::Utf8Error(e) => e.to_string(),
+        PcapError::FromUtf8Error(e) => e.to_string(),
+        PcapError::InvalidInterfaceId(id) => format!("unknown interface id {id}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default_pcap() -> Vec<u8> {
+        let mut out = Vec::new();
+        lzma_rs::xz_decompress(&mut DEFAULT_CAPTURE, &mut out)
+            .expect("built-in capture decompresses");
+        out
+    }
+
+    #[test]
+    fn default_capture_loads() {
+        let cap = Capture::load(None).expect("loads");
+        assert_eq!(cap.link, Link::Ethernet);
+        assert!(!cap.records.is_empty());
+        let raw = Capture::parse("x".into(), &default_pcap()).expect("uncompressed loads");
+        assert_eq!(raw.records.len(), cap.records.len());
+        assert_eq!(raw.bytes, cap.bytes);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let pcap = default_pcap();
+        // A whole file parses; every strict prefix that cuts a record or header is an error.
+        for cut in (0..4000).chain((4000..pcap.len()).step_by(997)) {
+            let r = Capture::parse("cut".into(), &pcap[..cut]);
+            if let Ok(c) = r {
+                // Cutting exactly at a record boundary leaves a valid, shorter capture.
+                assert!(c.records.len() < Capture::parse("x".into(), &pcap).unwrap().records.len());
+            }
+        }
+    }
+
+    #[test]
+    fn corrupted_bytes_never_panic() {
+        let pcap = default_pcap();
+        let mut x: u32 = 12345;
+        for _ in 0..300 {
+            let mut bad = pcap[..6000].to_vec();
+            for _ in 0..8 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let i = (x as usize >> 8) % bad.len();
+                bad[i] = (x >> 3) as u8;
+            }
+            let _ = Capture::parse("bad".into(), &bad);
+        }
+    }
+
+    #[test]
+    fn timestamp_units() {
+        assert_eq!(TsUnit::Pow10(6).to_ns(5), 5000);
+        assert_eq!(TsUnit::Pow10(9).to_ns(5), 5);
+        assert_eq!(TsUnit::Pow10(12).to_ns(5000), 5);
+        assert_eq!(TsUnit::Pow2(10).to_ns(1024), 1_000_000_000);
+    }
+
+    #[test]
+    fn cooked_frames_are_classified() {
+        let mut sll = vec![0u8; 16];
+        sll[14..16].copy_from_slice(&[0x08, 0x00]);
+        assert_eq!(
+            Link::Sll.classify(&sll),
+            FrameClass::Engine {
+                link: LinkKind::RawIp,
+                skip: 16
+            }
+        );
+        sll[14..16].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(Link::Sll.classify(&sll), FrameClass::NotIp);
+        assert_eq!(Link::Sll2.classify(&[0x86, 0xdd]), FrameClass::NotIp);
+    }
+}

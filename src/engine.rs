@@ -1,0 +1,245 @@
+//! Driving the engine over a capture: frames, engine settings, the table-size dispatch, and the
+//! burst loop shared by `replay` and `explain`.
+
+use anyhow::{bail, Result};
+use lro_core::{Coalesce, Config, Policy, RxChecksum, RxMeta, Sink, Stats};
+
+use crate::capture::{Capture, FrameClass, Record};
+
+/// Frames per flow (the engine's `S`): more than a 64 KB segment of 1500-byte frames needs.
+pub(crate) const FRAMES_PER_FLOW: usize = 64;
+
+/// Flow-table sizes the binary is built with (the table size is a const generic).
+pub(crate) const TABLE_SIZES: [usize; 8] = [8, 16, 32, 64, 128, 256, 512, 1024];
+
+/// A frame as the tool hands it to the engine: the captured bytes, a cooked-capture header the
+/// engine does not see (`skip` bytes), and the capture timestamp.
+#[derive(Debug, Default)]
+pub(crate) struct Frame {
+    /// Captured bytes, link header included.
+    pub(crate) buf: Vec<u8>,
+    /// Bytes of pseudo header (Linux cooked capture) hidden from the engine.
+    pub(crate) skip: usize,
+    /// Capture timestamp in nanoseconds.
+    pub(crate) ts_ns: u64,
+}
+
+impl Frame {
+    /// The pseudo header hidden from the engine (empty unless cooked capture).
+    pub(crate) fn link_header(&self) -> &[u8] {
+        &self.buf[..self.skip]
+    }
+
+    /// Refills this buffer with a captured frame, reusing its allocation.
+    pub(crate) fn fill(&mut self, bytes: &[u8], skip: usize, ts_ns: u64) {
+        self.buf.clear();
+        self.buf.extend_from_slice(bytes);
+        self.skip = skip.min(self.buf.len());
+        self.ts_ns = ts_ns;
+    }
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[self.skip..]
+    }
+}
+
+impl AsMut<[u8]> for Frame {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.skip..]
+    }
+}
+
+/// `--policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PolicyArg {
+    /// Linux GRO rules: only what re-segments into the exact original frames.
+    Gro,
+    /// Endpoint LRO: also merges pure ACKs (superseded ACKs are released).
+    Lro,
+}
+
+/// `--csum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CsumArg {
+    /// Verify IPv4 header and TCP checksums in software.
+    Verify,
+    /// Trust them, as if the NIC had verified them (CHECKSUM_UNNECESSARY).
+    Trust,
+}
+
+/// Engine settings common to every subcommand.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct EngineArgs {
+    /// Merge rules.
+    #[arg(long, value_enum, default_value_t = PolicyArg::Lro)]
+    pub(crate) policy: PolicyArg,
+    /// Frames offered per burst (one driver poll); the end of a burst flushes everything
+    /// unless --hold.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub(crate) burst: u64,
+    /// Flow-table capacity: 8, 16, 32, 64, 128, 256, 512 or 1024.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) flows: usize,
+    /// Checksums: verify in software, or trust them as a NIC's offload would.
+    #[arg(long, value_enum, default_value_t = CsumArg::Verify)]
+    pub(crate) csum: CsumArg,
+    /// Sort each burst by RSS hash type and flow before coalescing (FreeBSD's RSS sort).
+    #[arg(long)]
+    pub(crate) rss_sort: bool,
+}
+
+impl EngineArgs {
+    /// The engine configuration (idle timeout set by the caller when holding).
+    pub(crate) fn config(&self) -> Config {
+        match self.policy {
+            PolicyArg::Gro => Config::gro(),
+            PolicyArg::Lro => Config::lro(),
+        }
+    }
+
+    /// Checks settings the argument parser cannot.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if !TABLE_SIZES.contains(&self.flows) {
+            bail!(crate::UsageError(format!(
+                "--flows {}: the flow table size must be one of {}",
+                self.flows,
+                TABLE_SIZES.map(|n| n.to_string()).join(", ")
+            )));
+        }
+        if self.rss_sort {
+            bail!(crate::UsageError(
+                "--rss-sort is not yet supported: the RSS-sorting wrapper (lro_core::rss) is not available in this build"
+                    .to_string()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The metadata a frame arrives with.
+    pub(crate) fn meta(&self, link: lro_core::LinkKind, ts_ns: u64) -> RxMeta {
+        let meta = match link {
+            lro_core::LinkKind::RawIp => RxMeta::raw_ip(ts_ns),
+            _ => RxMeta::ethernet(ts_ns),
+        };
+        match self.csum {
+            CsumArg::Verify => meta,
+            CsumArg::Trust => meta.with_checksum(RxChecksum::Verified),
+        }
+    }
+
+    /// The policy's name.
+    pub(crate) fn policy_name(&self) -> &'static str {
+        match self.config().policy {
+            Policy::Gro => "gro",
+            _ => "lro",
+        }
+    }
+}
+
+/// Runs `$body` with `$engine` bound to a boxed `Coalescer<Frame, N, FRAMES_PER_FLOW>` for the
+/// table size `$flows` (one of [`TABLE_SIZES`]).
+macro_rules! with_coalescer {
+    ($flows:expr, $config:expr, |$engine:ident| $body:expr) => {{
+        use lro_core::Coalescer;
+        use $crate::engine::{Frame, FRAMES_PER_FLOW};
+        match $flows {
+            8 => {
+                let mut $engine = Box::new(Coalescer::<Frame, 8, FRAMES_PER_FLOW>::new($config));
+                $body
+            }
+            16 => {
+                let mut $engine = Box::new(Coalescer::<Frame, 16, FRAMES_PER_FLOW>::new($config));
+                $body
+            }
+            32 => {
+                let mut $engine = Box::new(Coalescer::<Frame, 32, FRAMES_PER_FLOW>::new($config));
+                $body
+            }
+            64 => {
+                let mut $engine = Box::new(Coalescer::<Frame, 64, FRAMES_PER_FLOW>::new($config));
+                $body
+            }
+            128 => {
+                let mut $engine = Box::new(Coalescer::<Frame, 128, FRAMES_PER_FLOW>::new($config));
+                $body
+            }
+            256 => {
+                let mut $engine = Box::new(Coalescer::<Frame, 256, FRAMES_PER_FLOW>::new($config));
+                $body
+            }
+            512 => {
+                let mut $engine = Box::new(Coalescer::<Frame, 512, FRAMES_PER_FLOW>::new($config));
+                $body
+            }
+            1024 => {
+                let mut $engine = Box::new(Coalescer::<Frame, 1024, FRAMES_PER_FLOW>::new($config));
+                $body
+            }
+            other => Err(anyhow::anyhow!($crate::UsageError(format!(
+                "unsupported --flows {other}"
+            )))),
+        }
+    }};
+}
+pub(crate) use with_coalescer;
+
+/// Where the frames the engine emits go, plus frames that bypass it.
+pub(crate) trait Output: Sink<Frame> {
+    /// A frame delivered without the engine (a cooked-capture frame that is not IP).
+    fn bypass(&mut self, frame: Frame);
+}
+
+/// Burst-loop settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Schedule {
+    /// Frames per burst.
+    pub(crate) burst: usize,
+    /// Keep flows held across bursts, flushing idle ones by capture time.
+    pub(crate) hold: bool,
+}
+
+/// Offers every frame of `cap` to `engine` in bursts and flushes as `schedule` says; returns
+/// the engine's counters with bypassed frames added (as passed, not IP).
+pub(crate) fn drive<E: Coalesce<Frame> + ?Sized, O: Output>(
+    engine: &mut E,
+    cap: &Capture,
+    args: &EngineArgs,
+    schedule: Schedule,
+    out: &mut O,
+    mut progress: impl FnMut(usize),
+) -> Stats {
+    let mut bypassed = 0u64;
+    for chunk in cap.records.chunks(schedule.burst.max(1)) {
+        for r in chunk {
+            let Record { ts_ns, class, .. } = *r;
+            let mut frame = Frame::default();
+            match class {
+                FrameClass::Engine { link, skip } => {
+                    frame.fill(cap.frame(r), usize::from(skip), ts_ns);
+                    if schedule.hold {
+                        engine.flush_idle(ts_ns, out);
+                    }
+                    engine.push(frame, &args.meta(link, ts_ns), out);
+                }
+                FrameClass::NotIp => {
+                    frame.fill(cap.frame(r), 0, ts_ns);
+                    bypassed += 1;
+                    out.bypass(frame);
+                }
+            }
+        }
+        if !schedule.hold {
+            engine.flush_all(out);
+        }
+        progress(chunk.len());
+    }
+    engine.flush_all(out);
+    let mut stats = engine.stats().clone();
+    stats.frames_in += bypassed;
+    stats.frames_out += bypassed;
+    stats.segments += bypassed;
+    stats.passed[lro_core::PassReason::NotIp.index()] += bypassed;
+    stats
+}
