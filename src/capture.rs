@@ -402,7 +402,7 @@ mod tests {
 
     fn default_pcap() -> Vec<u8> {
         let mut out = Vec::new();
-        lzma_rs::xz_decompress(&mut DEFAULT_CAPTURE, &mut out)
+        lzma_rs::xz_decompress(&mut &DEFAULT_CAPTURE[..], &mut out)
             .expect("built-in capture decompresses");
         out
     }
