@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::alloc_count;
 use crate::capture::{Capture, FrameClass};
-use crate::engine::{with_coalescer, EngineArgs, Frame};
+use crate::engine::{with_engine, EngineArgs, Frame, WithEngine};
 use crate::report;
 
 /// `lro bench` arguments.
@@ -103,6 +103,40 @@ fn round<E: Coalesce<Frame>>(
     }
 }
 
+/// Every round on one engine, as a job for [`with_engine`].
+struct Rounds<'a, 'f> {
+    frames: &'a [(&'f [u8], usize, RxMeta)],
+    burst: usize,
+    rounds: u64,
+    pool: &'a mut Vec<Frame>,
+    batch: &'a mut Vec<(Frame, RxMeta)>,
+    bar: &'a indicatif::ProgressBar,
+}
+
+impl WithEngine for Rounds<'_, '_> {
+    type Out = Result<Vec<Round>>;
+
+    fn run<E: Coalesce<Frame>>(self, engine: &mut E) -> Result<Vec<Round>> {
+        // A warm-up pass (caches, branch predictors, page faults of the buffers), not counted.
+        round(engine, self.frames, self.burst, self.pool, self.batch);
+        let mut rounds = Vec::new();
+        for _ in 0..self.rounds {
+            let before = engine.stats().clone();
+            let r = round(engine, self.frames, self.burst, self.pool, self.batch);
+            let after = engine.stats();
+            let segments = after.segments - before.segments;
+            anyhow::ensure!(
+                r.frames_out == segments && after.is_conserved() && engine.held_frames() == 0,
+                "internal error: the sink saw {} segments, the engine counted {segments}",
+                r.frames_out,
+            );
+            self.bar.inc(self.frames.len() as u64);
+            rounds.push(r);
+        }
+        Ok(rounds)
+    }
+}
+
 /// `lro bench`.
 pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     args.engine.validate()?;
@@ -141,25 +175,16 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let mut batch: Vec<(Frame, RxMeta)> = Vec::with_capacity(burst);
     let config = args.engine.config();
 
-    let mut rounds = Vec::new();
     let bar = crate::progress::bar(frames.len() as u64 * args.rounds);
-    with_coalescer!(args.engine.flows, config, |engine| {
-        // A warm-up pass (caches, branch predictors, page faults of the buffers), not counted.
-        round(&mut *engine, &frames, burst, &mut pool, &mut batch);
-        for _ in 0..args.rounds {
-            engine.reset_stats();
-            let r = round(&mut *engine, &frames, burst, &mut pool, &mut batch);
-            anyhow::ensure!(
-                r.frames_out == engine.stats().segments && engine.stats().is_conserved(),
-                "internal error: the sink saw {} segments, the engine counted {}",
-                r.frames_out,
-                engine.stats().segments
-            );
-            bar.inc(frames.len() as u64);
-            rounds.push(r);
-        }
-        Ok(())
-    })?;
+    let job = Rounds {
+        frames: &frames,
+        burst,
+        rounds: args.rounds,
+        pool: &mut pool,
+        batch: &mut batch,
+        bar: &bar,
+    };
+    let rounds = with_engine(&args.engine, config, job)??;
     bar.finish_and_clear();
 
     let mut per_frame: Vec<f64> = rounds
@@ -188,6 +213,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             "burst": burst,
             "flows": args.engine.flows,
             "csum": csum,
+            "rss_sort": args.engine.rss_sort,
             "rounds": args.rounds,
             "frames_in": last.frames_in,
             "frames_out": last.frames_out,
@@ -200,12 +226,13 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     } else {
         writeln!(
             stdout,
-            "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {burst}, {} flows, checksums {csum})",
+            "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {burst}{}, {} flows, checksums {csum})",
             cap.name,
             last.frames_in,
             last.frames_out,
             ratio,
             args.engine.policy_name(),
+            if args.engine.rss_sort { " sorted by RSS hash" } else { "" },
             args.engine.flows
         )?;
         writeln!(

@@ -2,7 +2,8 @@
 //! burst loop shared by `replay` and `explain`.
 
 use anyhow::{bail, Result};
-use lro_core::{Coalesce, Config, Policy, RxChecksum, RxMeta, Sink, Stats};
+use lro_core::rss::RssSorted;
+use lro_core::{Coalesce, Coalescer, Config, Policy, RxChecksum, RxMeta, Sink, Stats};
 
 use crate::capture::{Capture, FrameClass, Record};
 
@@ -85,7 +86,8 @@ pub(crate) struct EngineArgs {
     /// Checksums: verify in software, or trust them as a NIC's offload would.
     #[arg(long, value_enum, default_value_t = CsumArg::Verify)]
     pub(crate) csum: CsumArg,
-    /// Sort each burst by RSS hash type and flow before coalescing (FreeBSD's RSS sort).
+    /// Queue each burst and sort it by RSS hash type and hash (software Toeplitz) before
+    /// coalescing, stream by stream (FreeBSD's RSS-optimised LRO); bursts of at most 1024.
     #[arg(long)]
     pub(crate) rss_sort: bool,
 }
@@ -108,11 +110,11 @@ impl EngineArgs {
                 TABLE_SIZES.map(|n| n.to_string()).join(", ")
             )));
         }
-        if self.rss_sort {
-            bail!(crate::UsageError(
-                "--rss-sort is not yet supported: the RSS-sorting wrapper (lro_core::rss) is not available in this build"
-                    .to_string()
-            ));
+        if self.rss_sort && self.burst > RSS_QUEUE as u64 {
+            bail!(crate::UsageError(format!(
+                "--rss-sort sorts whole bursts of at most {RSS_QUEUE} frames: --burst {} is too large",
+                self.burst
+            )));
         }
         Ok(())
     }
@@ -138,52 +140,52 @@ impl EngineArgs {
     }
 }
 
-/// Runs `$body` with `$engine` bound to a boxed `Coalescer<Frame, N, FRAMES_PER_FLOW>` for the
-/// table size `$flows` (one of [`TABLE_SIZES`]).
-macro_rules! with_coalescer {
-    ($flows:expr, $config:expr, |$engine:ident| $body:expr) => {{
-        use lro_core::Coalescer;
-        use $crate::engine::{Frame, FRAMES_PER_FLOW};
-        match $flows {
-            8 => {
-                let mut $engine = Box::new(Coalescer::<Frame, 8, FRAMES_PER_FLOW>::new($config));
-                $body
-            }
-            16 => {
-                let mut $engine = Box::new(Coalescer::<Frame, 16, FRAMES_PER_FLOW>::new($config));
-                $body
-            }
-            32 => {
-                let mut $engine = Box::new(Coalescer::<Frame, 32, FRAMES_PER_FLOW>::new($config));
-                $body
-            }
-            64 => {
-                let mut $engine = Box::new(Coalescer::<Frame, 64, FRAMES_PER_FLOW>::new($config));
-                $body
-            }
-            128 => {
-                let mut $engine = Box::new(Coalescer::<Frame, 128, FRAMES_PER_FLOW>::new($config));
-                $body
-            }
-            256 => {
-                let mut $engine = Box::new(Coalescer::<Frame, 256, FRAMES_PER_FLOW>::new($config));
-                $body
-            }
-            512 => {
-                let mut $engine = Box::new(Coalescer::<Frame, 512, FRAMES_PER_FLOW>::new($config));
-                $body
-            }
-            1024 => {
-                let mut $engine = Box::new(Coalescer::<Frame, 1024, FRAMES_PER_FLOW>::new($config));
-                $body
-            }
-            other => Err(anyhow::anyhow!($crate::UsageError(format!(
-                "unsupported --flows {other}"
-            )))),
-        }
-    }};
+/// Frames the `--rss-sort` queue holds: bursts up to this size are sorted whole.
+pub(crate) const RSS_QUEUE: usize = 1024;
+
+/// Something to do with an engine, whatever its table size and wrapping (a generic closure).
+pub(crate) trait WithEngine {
+    /// What it returns.
+    type Out;
+    /// Does it.
+    fn run<E: Coalesce<Frame>>(self, engine: &mut E) -> Self::Out;
 }
-pub(crate) use with_coalescer;
+
+/// Builds the engine `args` ask for (table size, optional RSS-sorting wrapper) with `config`
+/// and runs `job` on it. The table size is a const generic: one instance per supported size.
+pub(crate) fn with_engine<W: WithEngine>(
+    args: &EngineArgs,
+    config: Config,
+    job: W,
+) -> Result<W::Out> {
+    fn go<const N: usize, W: WithEngine>(rss: bool, config: Config, job: W) -> W::Out {
+        if rss {
+            let mut engine = Box::new(RssSorted::<_, Frame, RSS_QUEUE>::new(Coalescer::<
+                Frame,
+                N,
+                FRAMES_PER_FLOW,
+            >::new(
+                config
+            )));
+            job.run(&mut *engine)
+        } else {
+            let mut engine = Box::new(Coalescer::<Frame, N, FRAMES_PER_FLOW>::new(config));
+            job.run(&mut *engine)
+        }
+    }
+    let rss = args.rss_sort;
+    Ok(match args.flows {
+        8 => go::<8, W>(rss, config, job),
+        16 => go::<16, W>(rss, config, job),
+        32 => go::<32, W>(rss, config, job),
+        64 => go::<64, W>(rss, config, job),
+        128 => go::<128, W>(rss, config, job),
+        256 => go::<256, W>(rss, config, job),
+        512 => go::<512, W>(rss, config, job),
+        1024 => go::<1024, W>(rss, config, job),
+        other => bail!(crate::UsageError(format!("unsupported --flows {other}"))),
+    })
+}
 
 /// Where the frames the engine emits go, plus frames that bypass it.
 pub(crate) trait Output: Sink<Frame> {

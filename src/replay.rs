@@ -11,7 +11,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
 use crate::capture::{Capture, Link};
-use crate::engine::{drive, with_coalescer, EngineArgs, Frame, Output, Schedule};
+use crate::engine::{drive, with_engine, EngineArgs, Frame, Output, Schedule, WithEngine};
 use crate::explain::FlowTable;
 use crate::report::{self, RunInfo};
 
@@ -187,6 +187,26 @@ pub(crate) struct Replayed {
     pub(crate) info: RunInfo,
 }
 
+/// The burst loop as a job for [`with_engine`].
+struct Job<'a> {
+    cap: &'a Capture,
+    args: &'a EngineArgs,
+    schedule: Schedule,
+    sink: &'a mut ReplaySink,
+    bar: &'a indicatif::ProgressBar,
+}
+
+impl WithEngine for Job<'_> {
+    type Out = Stats;
+
+    fn run<E: lro_core::Coalesce<Frame>>(self, engine: &mut E) -> Stats {
+        let bar = self.bar;
+        drive(engine, self.cap, self.args, self.schedule, self.sink, |n| {
+            bar.inc(n as u64)
+        })
+    }
+}
+
 /// Loads the input and replays it through the engine; used by `replay` and `explain`.
 pub(crate) fn run(
     input: Option<&std::path::Path>,
@@ -196,6 +216,11 @@ pub(crate) fn run(
     per_flow: bool,
 ) -> Result<Replayed> {
     engine_args.validate()?;
+    if engine_args.rss_sort && hold.hold {
+        anyhow::bail!(crate::UsageError(
+            "--rss-sort cannot be combined with --hold: the RSS sort queue is one burst, fed and flushed whole".to_string()
+        ));
+    }
     let t0 = Instant::now();
     let cap = Capture::load(input)?;
     let load_time = t0.elapsed();
@@ -230,16 +255,14 @@ pub(crate) fn run(
     };
     let bar = crate::progress::bar(cap.records.len() as u64);
     let t1 = Instant::now();
-    let stats = with_coalescer!(engine_args.flows, config, |engine| {
-        Ok::<_, anyhow::Error>(drive(
-            &mut *engine,
-            &cap,
-            engine_args,
-            schedule,
-            &mut sink,
-            |n| bar.inc(n as u64),
-        ))
-    })?;
+    let job = Job {
+        cap: &cap,
+        args: engine_args,
+        schedule,
+        sink: &mut sink,
+        bar: &bar,
+    };
+    let stats = with_engine(engine_args, config, job)?;
     let run_time = t1.elapsed();
     bar.finish_and_clear();
     let (flows, delivered) = sink.finish()?;
@@ -262,6 +285,7 @@ pub(crate) fn run(
             crate::engine::CsumArg::Trust => "trust",
         },
         hold_timeout_us: hold.hold.then_some(hold.timeout_us),
+        rss_sort: engine_args.rss_sort,
         load_time,
         run_time,
         output: output.map(|p| p.display().to_string()),

@@ -23,6 +23,8 @@ pub(crate) struct RunInfo {
     pub(crate) csum: &'static str,
     /// Idle timeout in microseconds when flows are held across bursts.
     pub(crate) hold_timeout_us: Option<u64>,
+    /// Bursts sorted by RSS hash before coalescing.
+    pub(crate) rss_sort: bool,
     /// Time spent reading and decompressing the input.
     pub(crate) load_time: Duration,
     /// Time spent coalescing (and writing the output, when asked).
@@ -80,8 +82,17 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     let _ = writeln!(t, "input        {} ({})", info.input, info.link);
     let _ = writeln!(
         t,
-        "engine       policy {}, burst {}, {} flows, checksums {}, {}",
-        info.policy, info.burst, info.flows, info.csum, hold
+        "engine       policy {}, burst {}{}, {} flows, checksums {}, {}",
+        info.policy,
+        info.burst,
+        if info.rss_sort {
+            " sorted by RSS hash"
+        } else {
+            ""
+        },
+        info.flows,
+        info.csum,
+        hold
     );
     let _ = writeln!(
         t,
@@ -147,6 +158,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "flows": info.flows,
         "csum": info.csum,
         "hold": info.hold_timeout_us.is_some(),
+        "rss_sort": info.rss_sort,
         "timeout_us": info.hold_timeout_us,
         "frames_in": s.frames_in,
         "frames_out": out,

@@ -323,6 +323,8 @@ fn replay_small_capture_all_modes_keeps_bytes_and_checksums() {
         &["--hold"],
         &["--hold", "--timeout-us", "5000", "--policy", "gro"],
         &["--burst", "256", "--flows", "1024"],
+        &["--rss-sort", "--flows", "8", "--burst", "128"],
+        &["--rss-sort", "--policy", "gro", "--csum", "trust"],
     ] {
         let v = replay_and_check(&dir, &input, opts);
         if opts == ["--burst", "1"] {
@@ -560,6 +562,9 @@ fn bad_options_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let out = lro(&["replay", "--burst", "0"]);
     assert_eq!(out.status.code(), Some(2));
+    let out = lro(&["replay", "--rss-sort", "--hold"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rss-sort"));
 }
 
 #[test]
