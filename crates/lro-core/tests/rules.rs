@@ -1,0 +1,181 @@
+//! Deterministic cases for rules the properties exercise at random: each is the shrunk,
+//! hand-readable form of a property failure or an adversarial corner, checked from the
+//! sink's point of view only.
+#![cfg(feature = "test-utils")]
+
+use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
+use lro_core::{Coalesce, Coalescer, Config, RxMeta, Segment, Sink, Verdict};
+
+/// What the sink saw: the frames of each segment (head first, as rewritten), and the
+/// released frames.
+#[derive(Default, Debug)]
+struct Rec {
+    segments: Vec<Vec<Vec<u8>>>,
+    released: Vec<Vec<u8>>,
+}
+
+impl Sink<Vec<u8>> for Rec {
+    fn segment(&mut self, seg: Segment<'_, Vec<u8>>) {
+        self.segments.push(seg.into_frames().collect());
+    }
+
+    fn release(&mut self, frame: Vec<u8>) {
+        self.released.push(frame);
+    }
+}
+
+fn frame(spec: FrameSpec<'_>) -> Vec<u8> {
+    let mut b = vec![0u8; spec.len()];
+    spec.write(&mut b).unwrap();
+    b
+}
+
+const MSS: usize = 100;
+
+/// The flow's frames, with IPv4 ID `id`: the tag by which a frame is found in the output
+/// (the engine never rewrites a head's ID, and incrementing IDs are what Gro expects).
+fn spec(id: u16) -> FrameSpec<'static> {
+    let mut s = FrameSpec::ipv4_tcp(40000, 80);
+    if let IpSpec::V4(ip) = &mut s.ip {
+        ip.id = id;
+    }
+    s
+}
+
+fn data(id: u16, seq: u32, ack: u32, flags: u8) -> Vec<u8> {
+    let payload = [id as u8; MSS];
+    frame(spec(id).seq(seq).ack(ack).flags(flags).payload(&payload))
+}
+
+fn pure_ack(id: u16, seq: u32, ack: u32) -> Vec<u8> {
+    frame(spec(id).seq(seq).ack(ack).flags(TCP_ACK))
+}
+
+fn ip_id(f: &[u8]) -> u16 {
+    u16::from_be_bytes([f[18], f[19]])
+}
+
+/// Asserts `dup` came out as a segment of its own, byte for byte as pushed.
+fn assert_alone_and_unchanged(rec: &Rec, dup: &[u8]) {
+    let seg = rec
+        .segments
+        .iter()
+        .find(|s| s.iter().any(|f| ip_id(f) == ip_id(dup)))
+        .expect("the duplicate ACK came back in a segment");
+    assert_eq!(
+        seg.len(),
+        1,
+        "duplicate ACK merged with {} frames",
+        seg.len() - 1
+    );
+    assert_eq!(seg[0], dup, "duplicate ACK rewritten");
+}
+
+fn run(config: Config, frames: &[(Vec<u8>, RxMeta)]) -> (Rec, Vec<Verdict>) {
+    let mut engine: Coalescer<Vec<u8>, 8, 16> = Coalescer::new(config);
+    let mut rec = Rec::default();
+    let verdicts = frames
+        .iter()
+        .map(|(f, m)| engine.push(f.clone(), m, &mut rec))
+        .collect();
+    engine.flush_all(&mut rec);
+    assert!(engine.stats().is_conserved());
+    (rec, verdicts)
+}
+
+/// Lro: the peer's data segment is held, its next data segment is lost, then it sends a
+/// duplicate ACK (same ACK number and window, no data) whose sequence number is past the hole,
+/// then more data. The duplicate must reach the stack as such (RFC 5681 section 2: it signals
+/// loss to our sender); it must not become the head of the following data.
+#[test]
+fn duplicate_ack_after_a_sequence_gap_is_not_merged() {
+    let meta = RxMeta::ethernet(0);
+    let d1 = data(1, 1000, 5, TCP_ACK);
+    let dup = pure_ack(2, 1200, 5);
+    let d3 = data(3, 1200, 5, TCP_ACK);
+    let (rec, _) = run(
+        Config::lro(),
+        &[(d1, meta), (dup.clone(), meta), (d3, meta)],
+    );
+    assert_alone_and_unchanged(&rec, &dup);
+}
+
+/// Lro: the flow's previous frame was delivered on its own (a PSH segment), so nothing is
+/// held when a duplicate ACK of it arrives; the duplicate must still not be merged with the
+/// data that follows.
+#[test]
+fn duplicate_ack_after_a_frame_delivered_alone_is_not_merged() {
+    let meta = RxMeta::ethernet(0);
+    let d1 = data(1, 1000, 5, TCP_ACK | TCP_PSH);
+    let dup = pure_ack(2, 1100, 5);
+    let d2 = data(3, 1100, 5, TCP_ACK);
+    let (rec, _) = run(
+        Config::lro(),
+        &[(d1, meta), (dup.clone(), meta), (d2, meta)],
+    );
+    assert_alone_and_unchanged(&rec, &dup);
+}
+
+/// Lro: a run of duplicate ACKs (fast retransmit needs three; each further one inflates the
+/// congestion window in recovery) followed by the cumulative ACK of the recovery. Every
+/// duplicate must come out on its own and unchanged. The engine passes a duplicate when it
+/// sees the previous ACK held, but then holds the next one as a new head (nothing is held any
+/// more), so the recovery ACK is absorbed into, and overwrites, the fourth duplicate.
+#[test]
+fn every_duplicate_in_a_run_survives() {
+    let meta = RxMeta::ethernet(0);
+    let mut frames = vec![(pure_ack(1, 1000, 5), meta)];
+    let dups: Vec<Vec<u8>> = (2..6).map(|id| pure_ack(id, 1000, 5)).collect();
+    frames.extend(dups.iter().map(|d| (d.clone(), meta)));
+    frames.push((pure_ack(6, 1000, 9000), meta));
+    let (rec, _) = run(Config::lro(), &frames);
+    for dup in &dups {
+        assert_alone_and_unchanged(&rec, dup);
+    }
+}
+
+/// Isolation across link types: a raw-IP frame and an Ethernet frame with all-zero MAC
+/// addresses and no tags carry the same addresses and ports, but they come from different
+/// links (`RxMeta::link`) and must never be merged (Linux `gro_list_prepare` compares the
+/// device and the whole MAC header).
+#[test]
+fn raw_ip_and_zero_mac_ethernet_frames_are_not_merged() {
+    for config in [Config::gro(), Config::lro()] {
+        let mut eth = FrameSpec::ipv4_tcp(40000, 80).seq(1000).ack(5);
+        if let lro_core::testing::LinkSpec::Ethernet(e) = &mut eth.link {
+            e.dst = [0; 6];
+            e.src = [0; 6];
+        }
+        let payload = [1u8; MSS];
+        let f1 = frame(eth.payload(&payload));
+        let f2 = frame(eth.raw_ip().seq(1000 + MSS as u32).payload(&payload));
+        let (rec, _) = run(
+            config,
+            &[(f1, RxMeta::ethernet(0)), (f2, RxMeta::raw_ip(0))],
+        );
+        assert_eq!(
+            rec.segments.len(),
+            2,
+            "{config:?}: merged across link types"
+        );
+    }
+}
+
+/// Gro keeps a pure ACK apart and, being of the flow, after the flow's held data.
+#[test]
+fn gro_pure_ack_follows_held_data() {
+    let meta = RxMeta::ethernet(0);
+    let d1 = data(1, 1000, 5, TCP_ACK);
+    let d2 = data(2, 1100, 5, TCP_ACK);
+    let ack = pure_ack(3, 1200, 6);
+    let (rec, verdicts) = run(
+        Config::gro(),
+        &[(d1.clone(), meta), (d2, meta), (ack.clone(), meta)],
+    );
+    assert_eq!(verdicts[0], Verdict::Held);
+    assert_eq!(verdicts[1], Verdict::Merged);
+    assert!(matches!(verdicts[2], Verdict::Passed(_)));
+    assert_eq!(rec.segments.len(), 2);
+    assert_eq!(rec.segments[0].len(), 2);
+    assert_eq!(rec.segments[1], vec![ack]);
+}
