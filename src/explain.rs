@@ -25,6 +25,10 @@ pub(crate) struct ExplainArgs {
     pub(crate) engine: EngineArgs,
     #[command(flatten)]
     pub(crate) hold: HoldArgs,
+    /// Flows with fewer frames than this are listed after the others (short connections, such
+    /// as a benchmark's control connection, aggregate poorly and rarely matter).
+    #[arg(long, default_value_t = 20)]
+    pub(crate) min_frames: u64,
     /// Show at most this many flows (0: all).
     #[arg(long, default_value_t = 20)]
     pub(crate) top: usize,
@@ -153,13 +157,15 @@ impl FlowTable {
         self.other.causes[PassReason::NotIp.index()] += 1;
     }
 
-    /// Flows worst first: lowest aggregation ratio, then most frames. The non-TCP row last.
-    pub(crate) fn sorted(&self) -> Vec<(Option<&FlowKey>, &FlowRow)> {
+    /// Flows worst first: lowest aggregation ratio, then most frames; flows with fewer than
+    /// `min_frames` frames after the others; the non-TCP row last.
+    pub(crate) fn sorted(&self, min_frames: u64) -> Vec<(Option<&FlowKey>, &FlowRow)> {
         let mut v: Vec<(Option<&FlowKey>, &FlowRow)> =
             self.rows.iter().map(|(k, r)| (Some(k), r)).collect();
         v.sort_by(|a, b| {
-            a.1.ratio()
-                .total_cmp(&b.1.ratio())
+            (a.1.frames_in < min_frames)
+                .cmp(&(b.1.frames_in < min_frames))
+                .then(a.1.ratio().total_cmp(&b.1.ratio()))
                 .then(b.1.frames_in.cmp(&a.1.frames_in))
                 .then_with(|| flow_name(a.0).cmp(&flow_name(b.0)))
         });
@@ -194,7 +200,7 @@ pub(crate) fn flow_name(key: Option<&FlowKey>) -> String {
 pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
     let r = crate::replay::run(args.input.as_deref(), None, &args.engine, &args.hold, true)?;
     let table = r.flows.unwrap_or_default();
-    let rows = table.sorted();
+    let rows = table.sorted(args.min_frames);
     let shown = if args.top == 0 {
         rows.len()
     } else {

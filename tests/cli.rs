@@ -569,7 +569,7 @@ fn bad_options_exit_2() {
 
 #[test]
 fn explain_lists_every_flow_and_accounts_for_every_frame() {
-    let v = lro_json(&["explain", SMALL, "--top", "0"]);
+    let v = lro_json(&["explain", SMALL, "--top", "0", "--min-frames", "0"]);
     let flows = v["flows_shown"].as_array().expect("flows");
     assert_eq!(flows.len() as u64, u(&v, "flow_count"));
     let sum = |f: &str| flows.iter().map(|r| r[f].as_u64().unwrap()).sum::<u64>();
