@@ -446,6 +446,47 @@ mod tests {
     }
 
     #[test]
+    fn corrupted_or_cut_pcapng_never_panics() {
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use pcap_file::pcapng::PcapNgWriter;
+        let cap = Capture::load(None).expect("loads");
+        let mut w = PcapNgWriter::new(Vec::new()).expect("writer");
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(
+            pcap_file::DataLink::ETHERNET,
+            0,
+        ))
+        .expect("idb");
+        for r in &cap.records[..40] {
+            let epb = EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: std::time::Duration::from_nanos(r.ts_ns / 1000),
+                original_len: r.len as u32,
+                data: cap.frame(r).into(),
+                options: vec![],
+            };
+            w.write_pcapng_block(epb).expect("epb");
+        }
+        let ng = w.into_inner();
+        let whole = Capture::parse("ng".into(), &ng).expect("pcapng parses");
+        assert_eq!(whole.records.len(), 40);
+        assert_eq!(whole.records[5].ts_ns, cap.records[5].ts_ns / 1000 * 1000);
+        for cut in 0..ng.len().min(3000) {
+            let _ = Capture::parse("cut".into(), &ng[..cut]);
+        }
+        let mut x: u32 = 99;
+        for _ in 0..300 {
+            let mut bad = ng.clone();
+            for _ in 0..6 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let i = (x as usize >> 8) % bad.len().min(2000);
+                bad[i] = (x >> 3) as u8;
+            }
+            let _ = Capture::parse("bad".into(), &bad);
+        }
+    }
+
+    #[test]
     fn timestamp_units() {
         assert_eq!(TsUnit::Pow10(6).to_ns(5), 5000);
         assert_eq!(TsUnit::Pow10(9).to_ns(5), 5);
