@@ -379,12 +379,33 @@ impl<F, const S: usize> Entry<F, S> {
     }
 }
 
+/// The newest ACK state delivered for a flow (`Lro`), kept after its segment is flushed so a
+/// pure ACK arriving with nothing held can still be recognised as a duplicate. Direct-mapped by
+/// bucket: a colliding flow overwrites it, and then a pure ACK is simply delivered alone.
+#[derive(Clone, Copy)]
+struct AckMemo {
+    key: FlowKey,
+    ack: u32,
+    window: u16,
+    valid: bool,
+}
+
+const NO_MEMO: AckMemo = AckMemo {
+    key: FlowKey::EMPTY,
+    ack: 0,
+    window: 0,
+    valid: false,
+};
+
 /// What a frame may do with the held segment of its flow.
 enum Merge {
     /// Append its payload.
     Append,
-    /// Absorb it (a pure ACK superseded by nothing: its values win, the frame is released).
+    /// Absorb it (a pure ACK that supersedes the held one: its values win, the frame is
+    /// released).
     Absorb,
+    /// A duplicate ACK: the held segment goes first, then the duplicate alone.
+    Duplicate,
 }
 
 /// The allocation-free coalescing engine.
@@ -415,6 +436,7 @@ pub struct Coalescer<F, const N: usize = 64, const S: usize = 64> {
     config: Config,
     index: Index<N>,
     entries: [Entry<F, S>; N],
+    acks: [AckMemo; N],
     stats: Stats,
     /// Earliest time at which some held segment reaches `max_hold` (`u64::MAX`: none).
     hold_deadline: u64,
@@ -432,6 +454,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
             config,
             index: Index::new(),
             entries: core::array::from_fn(|_| Entry::empty()),
+            acks: [NO_MEMO; N],
             stats: Stats::new(),
             hold_deadline: u64::MAX,
             held: 0,
@@ -465,6 +488,20 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
         parsed: Option<&Parsed>,
         sink: &mut K,
     ) -> Verdict {
+        if let Some(p) = parsed {
+            // Values are trusted only once the checksum was verified; a control segment does
+            // not describe the flow's ACK state.
+            let verified = matches!(
+                reason,
+                PassReason::PushFin
+                    | PassReason::DupAck
+                    | PassReason::Options
+                    | PassReason::UnknownAck
+            );
+            if verified {
+                self.remember(&p.key, p.ack, p.window);
+            }
+        }
         let len = frame.as_ref().len();
         let mut one: heapless::Vec<Held<F>, 1> = heapless::Vec::new();
         // A one-slot vector always has room for one frame.
@@ -495,18 +532,42 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
         Verdict::Passed(reason)
     }
 
+    /// Records the newest ACK state delivered for a flow (`Lro` only).
+    #[inline]
+    fn remember(&mut self, key: &FlowKey, ack: u32, window: u16) {
+        if self.config.policy == Policy::Lro {
+            self.acks[Index::<N>::bucket(key.hash())] = AckMemo {
+                key: *key,
+                ack,
+                window,
+                valid: true,
+            };
+        }
+    }
+
+    /// May a pure ACK with nothing held start a segment (`Lro`)? Only when it is known to
+    /// change the flow's ACK state: a held ACK may later be superseded, and a superseded
+    /// duplicate would be lost to the sender's fast retransmit (RFC 5681 section 3.2).
+    fn classify_lone_ack(&self, p: &Parsed, hash: u32) -> Result<(), PassReason> {
+        let m = &self.acks[Index::<N>::bucket(hash)];
+        if !m.valid || m.key != p.key {
+            return Err(PassReason::UnknownAck);
+        }
+        if p.ack == m.ack && p.window == m.window {
+            return Err(PassReason::DupAck);
+        }
+        if (p.ack.wrapping_sub(m.ack) as i32) < 0 {
+            return Err(PassReason::UnknownAck);
+        }
+        Ok(())
+    }
+
     /// Flushes held segments a frame with this hint must not overtake.
-    fn flush_for_hint<K: Sink<F> + ?Sized>(
-        &mut self,
-        hint: &FlowHint,
-        hash: Option<u32>,
-        sink: &mut K,
-    ) {
+    fn flush_for_hint<K: Sink<F> + ?Sized>(&mut self, hint: &FlowHint, sink: &mut K) {
         match hint {
             FlowHint::None => {}
             FlowHint::Flow(key) => {
-                let hash = hash.unwrap_or_else(|| key.hash());
-                if let Some(slot) = self.index.find(hash, key) {
+                if let Some(slot) = self.index.find(key.hash(), key) {
                     self.flush_slot(slot, FlushReason::Unmergeable, sink);
                 }
             }
@@ -532,27 +593,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
         bytes: &[u8],
         meta: &RxMeta,
     ) -> Result<(u16, bool), PassReason> {
-        let flags = p.flags;
-        if flags & (tcp_flags::SYN | tcp_flags::RST | tcp_flags::URG) != 0
-            || flags & tcp_flags::ACK == 0
-        {
-            return Err(PassReason::Control);
-        }
+        // Structure first, then checksums, then the header values: values are only trusted
+        // (and remembered, see `AckMemo`) once the checksum vouched for them.
         if p.ip_options {
             return Err(PassReason::IpOptions);
         }
         let gro = self.config.policy == Policy::Gro;
-        if p.payload_len == 0 {
-            if gro {
-                return Err(PassReason::PureAck);
-            }
-            if flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
-                return Err(PassReason::PushFin);
-            }
-        }
-        if !gro && matches!(p.options, TcpOptions::Other) {
-            return Err(PassReason::Options);
-        }
         let ip_end = p.ip_end as usize;
         let mut pad_sum = 0;
         if ip_end < bytes.len() {
@@ -566,6 +612,23 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
             }
         }
         let sum = self.verify(p, bytes, meta, pad_sum)?;
+        let flags = p.flags;
+        if flags & (tcp_flags::SYN | tcp_flags::RST | tcp_flags::URG) != 0
+            || flags & tcp_flags::ACK == 0
+        {
+            return Err(PassReason::Control);
+        }
+        if p.payload_len == 0 {
+            if gro {
+                return Err(PassReason::PureAck);
+            }
+            if flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
+                return Err(PassReason::PushFin);
+            }
+        }
+        if !gro && matches!(p.options, TcpOptions::Other) {
+            return Err(PassReason::Options);
+        }
         Ok((sum, ip_end < bytes.len()))
     }
 
@@ -582,7 +645,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
         let l4 = p.l4 as usize;
         let payload = p.payload as usize;
         let ip_end = p.ip_end as usize;
-        let hdr_sum = csum::sum(&bytes[l4..payload]);
+        let hdr_sum = csum::sum_header(&bytes[l4..payload]);
         let pseudo = p.key.pseudo_header_sum((ip_end - l4) as u32);
         match meta.checksum {
             RxChecksum::Verified => Ok(csum::finish(csum::add(pseudo, hdr_sum))),
@@ -629,6 +692,16 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
     fn check_merge(&self, e: &Entry<F, S>, p: &Parsed, bytes: &[u8]) -> Result<Merge, FlushReason> {
         const FIN_PSH: u32 = ((tcp_flags::FIN | tcp_flags::PSH) as u32) << 16;
         const WINDOW: u32 = 0xffff;
+        if self.config.policy == Policy::Lro
+            && p.payload_len == 0
+            && p.ack == e.ack
+            && p.window == e.window
+        {
+            // RFC 5681 section 2: no data, same ACK number and window as the flow's newest.
+            // Checked before sequence contiguity: a duplicate sent after a loss may carry any
+            // sequence number, and it must survive whatever else differs.
+            return Ok(Merge::Duplicate);
+        }
         if p.seq != e.next_seq {
             return Err(FlushReason::SeqGap);
         }
@@ -696,11 +769,8 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
                 if p.payload_len == 0 {
                     // `tcp_lro_condense`: a pure ACK that advances the ACK, or keeps it and
                     // opens the window, is superseded; the same ACK and window is a duplicate.
-                    return if p.ack != e.ack {
-                        Ok(Merge::Absorb)
-                    } else if p.window == e.window {
-                        Err(FlushReason::Unmergeable)
-                    } else if p.window.wrapping_sub(e.window) as i16 > 0 {
+                    // Same ACK and window was caught above as a duplicate.
+                    return if p.ack != e.ack || p.window > e.window {
                         Ok(Merge::Absorb)
                     } else {
                         Err(FlushReason::Window)
@@ -721,6 +791,13 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
     fn flush_slot<K: Sink<F> + ?Sized>(&mut self, slot: u16, reason: FlushReason, sink: &mut K) {
         let flow = *self.index.key(slot);
         self.index.remove(slot);
+        let (ack, window) = {
+            let e = &self.entries[usize::from(slot)];
+            (e.ack, e.window)
+        };
+        if !self.entries[usize::from(slot)].frames.is_empty() {
+            self.remember(&flow, ack, window);
+        }
         let config = self.config;
         let e = &mut self.entries[usize::from(slot)];
         let count = e.frames.len();
@@ -779,6 +856,11 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
         if p.flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
             // Linux: a segment with PSH/FIN is never held (`out_check_final`).
             return self.deliver_alone(frame, PassReason::PushFin, Some(p), sink);
+        }
+        if p.payload_len == 0 {
+            if let Err(reason) = self.classify_lone_ack(p, hash) {
+                return self.deliver_alone(frame, reason, Some(p), sink);
+            }
         }
         if self.index.is_full() {
             if let Some(oldest) = self.index.oldest() {
@@ -889,14 +971,19 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
     fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         self.stats.frames_in += 1;
         let bytes = frame.as_ref();
-        let p = match wire::parse(bytes, meta) {
+        // Borrowed, not moved: moving the ~120-byte result costs a copy per frame.
+        let parsed = wire::parse(bytes, meta);
+        let p = match &parsed {
             Ok(p) => p,
             Err(u) => {
-                self.flush_for_hint(&u.hint, meta.rss.map(|h| h.value), sink);
-                return self.deliver_alone(frame, u.reason, None, sink);
+                let (hint, reason) = (u.hint, u.reason);
+                self.flush_for_hint(&hint, sink);
+                return self.deliver_alone(frame, reason, None, sink);
             }
         };
-        let hash = meta.rss.map_or_else(|| p.key.hash(), |h| h.value);
+        // The table hashes the key itself: a NIC hash that differs between frames of one flow
+        // (or a hostile one) must not be able to split a flow and reorder it.
+        let hash = p.key.hash();
         let slot = self.index.find(hash, &p.key);
         let (payload_sum, trimmed) = match self.check_alone(&p, bytes, meta) {
             Ok(v) => v,
@@ -979,8 +1066,8 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
                     }
                     return Verdict::Merged;
                 }
-                Err(FlushReason::Unmergeable) => {
-                    // A duplicate ACK: the held segment goes first, then the duplicate on its own.
+                Ok(Merge::Duplicate) => {
+                    // The held segment goes first, then the duplicate on its own.
                     self.flush_slot(slot, FlushReason::Unmergeable, sink);
                     return self.deliver_alone(frame, PassReason::DupAck, Some(&p), sink);
                 }

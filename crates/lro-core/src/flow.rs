@@ -70,7 +70,7 @@ impl<const N: usize> Index<N> {
     /// (the indirection table is indexed by them), so the bucket is taken from a multiplicative
     /// mix of the whole hash rather than from its low bits.
     #[inline]
-    fn bucket(hash: u32) -> usize {
+    pub(crate) fn bucket(hash: u32) -> usize {
         (hash.wrapping_mul(0x9e37_79b9) >> 16) as usize & (N - 1)
     }
 

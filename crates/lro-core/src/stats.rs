@@ -78,6 +78,10 @@ reason_enum! {
         /// TCP options other than the aligned NOP,NOP,Timestamp layout (SACK among them)
         /// under the `Lro` policy.
         Options => "options",
+        /// A pure ACK with nothing held whose flow has no recorded ACK state, or an older one
+        /// (`Lro`): it could be a duplicate, and a held ACK may be superseded, so it is
+        /// delivered alone. The next ACK of the flow can then be held.
+        UnknownAck => "unknown_ack",
     }
 }
 
@@ -139,6 +143,9 @@ pub enum Verdict {
     Absorbed,
     /// The frame was delivered on its own at once.
     Passed(PassReason),
+    /// A batching wrapper (such as [`RssSorted`](crate::rss::RssSorted)) queued the frame; the
+    /// inner engine sees it when the batch is flushed.
+    Queued,
 }
 
 /// 64-bit counters, FreeBSD style (`counter_u64`): they never wrap in practice.

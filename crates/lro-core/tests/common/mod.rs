@@ -783,6 +783,9 @@ pub fn run<C: Coalesce<TFrame>>(engine: &mut C, sc: &Scenario) -> Result<Run, St
                             return Err(format!("frame {id}: Held but emitted at once"));
                         }
                     }
+                    Verdict::Queued => {
+                        return Err(format!("frame {id}: the engine itself never queues"));
+                    }
                     Verdict::Merged => {
                         // May complete the segment at once (PSH/FIN, short), then it is last.
                         if let Some(pos) = emitted.iter().position(|o| contains(o)) {
