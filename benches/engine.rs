@@ -140,6 +140,53 @@ fn run_bursts(c: &mut Criterion, name: &str, config: Config, checksum: RxChecksu
     g.finish();
 }
 
+/// Baselines for the harness itself: frames only moved to the sink and recycled, and frames
+/// only parsed, so the engine's own share of `coalesce/*` can be read off.
+fn bench_floor(c: &mut Criterion) {
+    let input = traffic(BURST * 16);
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let mut g = c.benchmark_group("floor");
+    g.throughput(Throughput::Elements(input.len() as u64));
+    for parse in [false, true] {
+        let name = if parse {
+            "parse_and_recycle"
+        } else {
+            "recycle_only"
+        };
+        g.bench_function(name, |b| {
+            let mut pool = input.clone();
+            let mut burst: Vec<Vec<u8>> = Vec::with_capacity(BURST);
+            let mut ok = 0usize;
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    for chunk in input.chunks(BURST) {
+                        for src in chunk {
+                            let mut buf = pool.pop().unwrap_or_default();
+                            buf.clear();
+                            buf.extend_from_slice(src);
+                            burst.push(buf);
+                        }
+                        let start = Instant::now();
+                        for f in burst.drain(..) {
+                            if parse {
+                                ok += usize::from(
+                                    lro_core::wire::parse(black_box(&f), &meta).is_ok(),
+                                );
+                            }
+                            pool.push(f);
+                        }
+                        total += start.elapsed();
+                    }
+                }
+                black_box(ok);
+                total
+            });
+        });
+    }
+    g.finish();
+}
+
 fn bench_coalesce(c: &mut Criterion) {
     run_bursts(c, "lro_trust_burst32", Config::lro(), RxChecksum::Verified);
     run_bursts(c, "gro_trust_burst32", Config::gro(), RxChecksum::Verified);
@@ -156,5 +203,11 @@ fn bench_setup(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_parse, bench_coalesce, bench_setup);
+criterion_group!(
+    benches,
+    bench_parse,
+    bench_floor,
+    bench_coalesce,
+    bench_setup
+);
 criterion_main!(benches);

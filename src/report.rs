@@ -103,6 +103,13 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     );
     let _ = writeln!(
         t,
+        "data frames  {} in, {} out: {:.2} data frames per data segment (Linux GRO's figure)",
+        s.data_in,
+        s.data_out,
+        ratio(s.data_in, s.data_out)
+    );
+    let _ = writeln!(
+        t,
         "segments     {} coalesced (holding {} frames, mean {:.1} frames each), {} single frames",
         s.coalesced,
         s.coalesced + s.frames_merged,
@@ -165,6 +172,9 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "segments": s.segments,
         "coalesced": s.coalesced,
         "frames_merged": s.frames_merged,
+        "data_frames_in": s.data_in,
+        "data_frames_out": s.data_out,
+        "data_ratio": ratio(s.data_in, s.data_out),
         "acks_merged": s.acks_merged,
         "released": s.released,
         "trimmed": s.trimmed,

@@ -511,6 +511,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
             end: len as u32,
         });
         self.stats.passed[reason.index()] += 1;
+        self.stats.data_out += u64::from(parsed.is_some_and(|p| p.payload_len > 0));
         self.stats.frames_out += 1;
         self.stats.segments += 1;
         sink.segment(Segment {
@@ -814,6 +815,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
         };
         let len = e.frames.iter().map(|h| (h.end - h.start) as usize).sum();
         self.stats.flushes[reason.index()] += 1;
+        self.stats.data_out += u64::from(e.payload_len > 0);
         self.stats.frames_out += count as u64;
         self.stats.segments += 1;
         if count > 1 {
@@ -983,6 +985,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
         };
         // The table hashes the key itself: a NIC hash that differs between frames of one flow
         // (or a hostile one) must not be able to split a flow and reorder it.
+        self.stats.data_in += u64::from(p.payload_len > 0);
         let hash = p.key.hash();
         let slot = self.index.find(hash, &p.key);
         let (payload_sum, trimmed) = match self.check_alone(&p, bytes, meta) {

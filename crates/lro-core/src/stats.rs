@@ -160,6 +160,11 @@ pub struct Stats {
     pub segments: u64,
     /// Segments delivered that hold more than one frame (coalesced segments).
     pub coalesced: u64,
+    /// Frames pushed that carry TCP payload (what Linux GRO statistics count).
+    pub data_in: u64,
+    /// Segments delivered that carry TCP payload: `data_in / data_out` is the aggregation ratio
+    /// of data, the figure comparable with Linux GRO's.
+    pub data_out: u64,
     /// Frames whose payload went into a segment headed by another frame.
     pub frames_merged: u64,
     /// Pure ACKs absorbed (superseded) and released.
@@ -190,6 +195,8 @@ impl Stats {
             frames_out: 0,
             segments: 0,
             coalesced: 0,
+            data_in: 0,
+            data_out: 0,
             frames_merged: 0,
             acks_merged: 0,
             released: 0,
@@ -222,6 +229,8 @@ impl Stats {
         self.frames_out += other.frames_out;
         self.segments += other.segments;
         self.coalesced += other.coalesced;
+        self.data_in += other.data_in;
+        self.data_out += other.data_out;
         self.frames_merged += other.frames_merged;
         self.acks_merged += other.acks_merged;
         self.released += other.released;
