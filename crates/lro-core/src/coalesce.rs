@@ -390,6 +390,12 @@ struct AckMemo {
     valid: bool,
 }
 
+/// The ACK-memory slot of a flow hash (`M` a power of two).
+#[inline]
+fn memo_slot<const M: usize>(hash: u32) -> usize {
+    (hash.wrapping_mul(0x85eb_ca6b) >> 8) as usize & (M - 1)
+}
+
 const NO_MEMO: AckMemo = AckMemo {
     key: FlowKey::EMPTY,
     ack: 0,
@@ -412,7 +418,10 @@ enum Merge {
 ///
 /// `F` is the frame type: anything that lends its bytes (`&mut [u8]`, `Vec<u8>`, a driver's
 /// buffer handle). `N` is the flow-table capacity (a power of two), `S` the most frames one
-/// segment may hold. All memory is inside the value: `N * S` frame slots plus per-flow state.
+/// segment may hold, `M` the number of flows whose newest ACK is remembered after their segment
+/// was delivered (a power of two; `Lro` uses it to recognise duplicate ACKs when nothing is
+/// held, see [`PassReason::UnknownAck`]). All memory is inside the value: `N * S` frame slots,
+/// per-flow state and `M` ACK records of 72 bytes.
 ///
 /// ```
 /// use lro_core::{Coalesce, Coalescer, Config, RxMeta, Segment, Sink};
@@ -432,29 +441,32 @@ enum Merge {
 /// assert_eq!(sink.0, 1);
 /// assert!(engine.stats().is_conserved());
 /// ```
-pub struct Coalescer<F, const N: usize = 64, const S: usize = 64> {
+pub struct Coalescer<F, const N: usize = 64, const S: usize = 64, const M: usize = 256> {
     config: Config,
     index: Index<N>,
     entries: [Entry<F, S>; N],
-    acks: [AckMemo; N],
+    acks: [AckMemo; M],
     stats: Stats,
     /// Earliest time at which some held segment reaches `max_hold` (`u64::MAX`: none).
     hold_deadline: u64,
     held: usize,
 }
 
-impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, N, S> {
+impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usize>
+    Coalescer<F, N, S, M>
+{
     /// A new engine with nothing held.
     ///
-    /// The table size `N` must be a power of two below 65535 and `S` at least 1 (checked at
-    /// compile time).
+    /// The table size `N` must be a power of two below 65535, `S` at least 1 and `M` a power
+    /// of two (checked at compile time).
     pub fn new(config: Config) -> Self {
         const { assert!(S >= 1 && S <= u16::MAX as usize, "S must be in 1..=65535") };
+        const { assert!(M.is_power_of_two(), "M must be a power of two") };
         Self {
             config,
             index: Index::new(),
             entries: core::array::from_fn(|_| Entry::empty()),
-            acks: [NO_MEMO; N],
+            acks: [NO_MEMO; M],
             stats: Stats::new(),
             hold_deadline: u64::MAX,
             held: 0,
@@ -537,7 +549,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
     #[inline]
     fn remember(&mut self, key: &FlowKey, ack: u32, window: u16) {
         if self.config.policy == Policy::Lro {
-            self.acks[Index::<N>::bucket(key.hash())] = AckMemo {
+            self.acks[memo_slot::<M>(key.hash())] = AckMemo {
                 key: *key,
                 ack,
                 window,
@@ -550,7 +562,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalescer<F, 
     /// change the flow's ACK state: a held ACK may later be superseded, and a superseded
     /// duplicate would be lost to the sender's fast retransmit (RFC 5681 section 3.2).
     fn classify_lone_ack(&self, p: &Parsed, hash: u32) -> Result<(), PassReason> {
-        let m = &self.acks[Index::<N>::bucket(hash)];
+        let m = &self.acks[memo_slot::<M>(hash)];
         if !m.valid || m.key != p.key {
             return Err(PassReason::UnknownAck);
         }
@@ -967,8 +979,8 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(
     wire::write_be16(b, l4 + wire::TCP_CHECKSUM, value);
 }
 
-impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
-    for Coalescer<F, N, S>
+impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usize> Coalesce<F>
+    for Coalescer<F, N, S, M>
 {
     fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         self.stats.frames_in += 1;
@@ -988,13 +1000,13 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
         self.stats.data_in += u64::from(p.payload_len > 0);
         let hash = p.key.hash();
         let slot = self.index.find(hash, &p.key);
-        let (payload_sum, trimmed) = match self.check_alone(&p, bytes, meta) {
+        let (payload_sum, trimmed) = match self.check_alone(p, bytes, meta) {
             Ok(v) => v,
             Err(reason) => {
                 if let Some(slot) = slot {
                     self.flush_slot(slot, FlushReason::Unmergeable, sink);
                 }
-                return self.deliver_alone(frame, reason, Some(&p), sink);
+                return self.deliver_alone(frame, reason, Some(p), sink);
             }
         };
         if let Some(slot) = slot {
@@ -1006,7 +1018,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
             let decision = if expired {
                 Err(FlushReason::MaxHold)
             } else {
-                self.check_merge(e, &p, bytes)
+                self.check_merge(e, p, bytes)
             };
             match decision {
                 Ok(Merge::Absorb) => {
@@ -1072,7 +1084,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
                 Ok(Merge::Duplicate) => {
                     // The held segment goes first, then the duplicate on its own.
                     self.flush_slot(slot, FlushReason::Unmergeable, sink);
-                    return self.deliver_alone(frame, PassReason::DupAck, Some(&p), sink);
+                    return self.deliver_alone(frame, PassReason::DupAck, Some(p), sink);
                 }
                 Err(reason) => self.flush_slot(slot, reason, sink),
             }
@@ -1080,7 +1092,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize> Coalesce<F>
         if trimmed {
             self.stats.trimmed += 1;
         }
-        self.start(frame, &p, hash, payload_sum, meta.time, sink)
+        self.start(frame, p, hash, payload_sum, meta.time, sink)
     }
 
     fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {

@@ -61,6 +61,8 @@ impl fmt::Display for BufferTooSmall {
     }
 }
 
+impl core::error::Error for BufferTooSmall {}
+
 /// A small fixed-capacity byte list (options, extension header bodies) so the specs need no
 /// allocator. Pushing past the capacity panics: specs are written by tests.
 #[derive(Clone, Copy, PartialEq, Eq)]
