@@ -501,14 +501,11 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         sink: &mut K,
     ) -> Verdict {
         if let Some(p) = parsed {
-            // Values are trusted only once the checksum was verified; a control segment does
-            // not describe the flow's ACK state.
-            let verified = matches!(
+            // Values are trusted only once the checksum was verified (`check_alone` verifies
+            // before any other verdict).
+            let verified = !matches!(
                 reason,
-                PassReason::PushFin
-                    | PassReason::DupAck
-                    | PassReason::Options
-                    | PassReason::UnknownAck
+                PassReason::BadIpChecksum | PassReason::BadTcpChecksum | PassReason::Unverified
             );
             if verified {
                 self.remember(&p.key, p.ack, p.window);
@@ -606,25 +603,25 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         bytes: &[u8],
         meta: &RxMeta,
     ) -> Result<(u16, bool), PassReason> {
-        // Structure first, then checksums, then the header values: values are only trusted
-        // (and remembered, see `AckMemo`) once the checksum vouched for them.
+        // Checksums first: header values are only trusted (and remembered, see `AckMemo`)
+        // once the checksum vouched for them, also for frames then delivered alone.
+        let ip_end = p.ip_end as usize;
+        let padded = ip_end < bytes.len();
+        let pad_sum = if padded {
+            csum::sum(&bytes[ip_end..])
+        } else {
+            0
+        };
+        let sum = self.verify(p, bytes, meta, pad_sum)?;
+        let gro = self.config.policy == Policy::Gro;
         if p.ip_options {
             return Err(PassReason::IpOptions);
         }
-        let gro = self.config.policy == Policy::Gro;
-        let ip_end = p.ip_end as usize;
-        let mut pad_sum = 0;
-        if ip_end < bytes.len() {
-            if gro {
-                // Linux `inet_gro_receive`: tot_len must equal the remaining length.
-                return Err(PassReason::Padding);
-            }
-            pad_sum = csum::sum(&bytes[ip_end..]);
-            if !csum::is_zero(pad_sum) {
-                return Err(PassReason::Padding);
-            }
+        // Linux `inet_gro_receive`: tot_len must equal the remaining length (Gro); the first
+        // seed trims padding only when its sum is zero, so a NIC's full-frame sum stays valid.
+        if padded && (gro || !csum::is_zero(pad_sum)) {
+            return Err(PassReason::Padding);
         }
-        let sum = self.verify(p, bytes, meta, pad_sum)?;
         let flags = p.flags;
         if flags & (tcp_flags::SYN | tcp_flags::RST | tcp_flags::URG) != 0
             || flags & tcp_flags::ACK == 0
@@ -642,7 +639,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         if !gro && matches!(p.options, TcpOptions::Other) {
             return Err(PassReason::Options);
         }
-        Ok((sum, ip_end < bytes.len()))
+        Ok((sum, padded))
     }
 
     /// Verifies the IPv4 header and TCP checksums as the metadata allows and returns the TCP
@@ -669,7 +666,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                     LinkKind::Ethernet => wire::ETHERNET_LEN,
                     LinkKind::RawIp => 0,
                 };
-                if !p.is_v6() && !csum::is_zero(csum::sum(&bytes[l3..l3 + wire::IPV4_LEN])) {
+                if !p.is_v6() && !csum::is_zero(csum::sum(&bytes[l3..l4])) {
                     return Err(PassReason::BadIpChecksum);
                 }
                 let before = csum::sum(bytes.get(start..l4).unwrap_or(&[]));
@@ -688,7 +685,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if !self.config.verify_checksums {
                     return Err(PassReason::Unverified);
                 }
-                if !p.is_v6() && !csum::is_zero(csum::sum(&bytes[l3..l3 + wire::IPV4_LEN])) {
+                if !p.is_v6() && !csum::is_zero(csum::sum(&bytes[l3..l4])) {
                     return Err(PassReason::BadIpChecksum);
                 }
                 let payload_sum = csum::sum(&bytes[payload..ip_end]);
