@@ -597,6 +597,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
 
     /// Checks the frame on its own; on success returns the sum of its TCP payload (for the
     /// merged checksum) and whether padding was trimmed.
+    #[inline(always)]
     fn check_alone(
         &self,
         p: &Parsed,
@@ -644,6 +645,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
 
     /// Verifies the IPv4 header and TCP checksums as the metadata allows and returns the TCP
     /// payload's sum. Linux `inet_gro_receive` (`ip_fast_csum`), `skb_gro_checksum_validate`.
+    #[inline(always)]
     fn verify(
         &self,
         p: &Parsed,
@@ -656,7 +658,13 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         let payload = p.payload as usize;
         let ip_end = p.ip_end as usize;
         let hdr_sum = csum::sum_header(&bytes[l4..payload]);
-        let pseudo = p.key.pseudo_header_sum((ip_end - l4) as u32);
+        let pseudo_acc = p.key.pseudo_header_acc((ip_end - l4) as u32);
+        if meta.checksum == RxChecksum::Verified {
+            // The checksum field makes pseudo + header + payload sum to -0, so the payload's
+            // sum is the negation of the rest: no payload byte is read.
+            return Ok(csum::finish(csum::fold(u64::from(hdr_sum) + pseudo_acc)));
+        }
+        let pseudo = csum::fold(pseudo_acc);
         match meta.checksum {
             RxChecksum::Verified => Ok(csum::finish(csum::add(pseudo, hdr_sum))),
             RxChecksum::Complete(total) => {
@@ -699,6 +707,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
 
     /// Linux `tcp_gro_receive` + `gro_receive_network_flush` (Gro), FreeBSD
     /// `tcp_lro_condense` rules (Lro): may `p` join the held segment `e`?
+    #[inline(always)]
     fn check_merge(&self, e: &Entry<F, S>, p: &Parsed, bytes: &[u8]) -> Result<Merge, FlushReason> {
         const FIN_PSH: u32 = ((tcp_flags::FIN | tcp_flags::PSH) as u32) << 16;
         const WINDOW: u32 = 0xffff;
@@ -859,11 +868,11 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         &mut self,
         frame: F,
         p: &Parsed,
-        hash: u32,
         payload_sum: u16,
         time: u64,
         sink: &mut K,
     ) -> Verdict {
+        let hash = p.key.hash();
         if p.flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
             // Linux: a segment with PSH/FIN is never held (`out_check_final`).
             return self.deliver_alone(frame, PassReason::PushFin, Some(p), sink);
@@ -992,11 +1001,10 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 return self.deliver_alone(frame, reason, None, sink);
             }
         };
+        self.stats.data_in += u64::from(p.payload_len > 0);
         // The table hashes the key itself: a NIC hash that differs between frames of one flow
         // (or a hostile one) must not be able to split a flow and reorder it.
-        self.stats.data_in += u64::from(p.payload_len > 0);
-        let hash = p.key.hash();
-        let slot = self.index.find(hash, &p.key);
+        let slot = self.index.find(p.key.hash(), &p.key);
         let (payload_sum, trimmed) = match self.check_alone(p, bytes, meta) {
             Ok(v) => v,
             Err(reason) => {
@@ -1089,7 +1097,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         if trimmed {
             self.stats.trimmed += 1;
         }
-        self.start(frame, p, hash, payload_sum, meta.time, sink)
+        self.start(frame, p, payload_sum, meta.time, sink)
     }
 
     fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {

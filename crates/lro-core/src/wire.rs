@@ -104,7 +104,7 @@ pub(crate) use tcp_field::{
 /// assert_eq!((k.src_port(), k.dst_port()), (40000, 5201));
 /// assert_ne!(k, k.with_vlan(0, 7));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, Eq, Default)]
 pub struct FlowKey {
     /// Source address as a big-endian number (IPv4 in the top 32 bits).
     src: u128,
@@ -118,6 +118,25 @@ pub struct FlowKey {
     /// IPv6 flow label (19..0). The link kind keeps an Ethernet frame with zero MAC addresses
     /// apart from a raw IP frame of the same addresses.
     tags: u128,
+}
+
+impl PartialEq for FlowKey {
+    /// Branch-free: one OR of four XORs (the derived version compares field by field).
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        ((self.src ^ other.src)
+            | (self.dst ^ other.dst)
+            | (self.l2_ports ^ other.l2_ports)
+            | (self.tags ^ other.tags))
+            == 0
+    }
+}
+
+impl core::hash::Hash for FlowKey {
+    /// Hashes exactly the fields `eq` compares.
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        (self.src, self.dst, self.l2_ports, self.tags).hash(state);
+    }
 }
 
 impl FlowKey {
@@ -265,6 +284,13 @@ impl FlowKey {
     /// section 8.1 for IPv6), folded. Computed from the key's address words directly.
     #[inline]
     pub fn pseudo_header_sum(&self, tcp_len: u32) -> u16 {
+        csum::fold(self.pseudo_header_acc(tcp_len))
+    }
+
+    /// [`FlowKey::pseudo_header_sum`] as an unfolded accumulator (below 2^18), to be added to
+    /// other sums before one final fold.
+    #[inline]
+    pub fn pseudo_header_acc(&self, tcp_len: u32) -> u64 {
         // IPv4 addresses sit in the top 32 bits with zeros below: the same word sum serves both.
         let half = |x: u128| {
             let (s, c) = (x as u64).overflowing_add((x >> 64) as u64);
@@ -272,7 +298,7 @@ impl FlowKey {
         };
         let (s, c) = half(self.src).overflowing_add(half(self.dst));
         let acc = u64::from(csum::fold(s + u64::from(c)));
-        csum::fold(acc + 6 + u64::from(tcp_len >> 16) + u64::from(tcp_len & 0xffff))
+        acc + 6 + u64::from(tcp_len >> 16) + u64::from(tcp_len & 0xffff)
     }
 }
 
