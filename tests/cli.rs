@@ -274,12 +274,34 @@ fn check_counts(v: &Value, input_frames: usize, output: Option<&Pcap>) {
     for f in ["acks_merged", "trimmed", "evictions"] {
         let _ = u(v, f);
     }
+    let (data_in, data_out) = (u(v, "data_frames_in"), u(v, "data_frames_out"));
+    assert!(data_in <= frames_in && data_out <= frames_out && data_out <= data_in);
     if let Some(out) = output {
         assert_eq!(
             out.frames.len() as u64,
             frames_out,
             "output file frames = frames_out"
         );
+        // Data segments out, counted independently in the output file.
+        let with_payload = out
+            .frames
+            .iter()
+            .filter(|(_, f)| {
+                etherparse::SlicedPacket::from_ethernet(f)
+                    .ok()
+                    .and_then(|s| match s.transport {
+                        Some(etherparse::TransportSlice::Tcp(t)) => Some(!t.payload().is_empty()),
+                        _ => None,
+                    })
+                    .unwrap_or(false)
+            })
+            .count() as u64;
+        if out.link == 1 {
+            assert_eq!(
+                with_payload, data_out,
+                "data_frames_out = output frames with TCP payload"
+            );
+        }
     }
 }
 
