@@ -9,6 +9,11 @@
 //!
 //! Under `Gro`, `resegment` of a coalesced segment gives back the original frames byte for byte
 //! (provided their checksums were in canonical form, as every sender writes them).
+//!
+//! On the transmit side, [`segment`] splits a super-segment given as headers plus payload
+//! pieces (a [`tx::Retransmit`](crate::tx::Retransmit) view, scatter-gather chunks) by
+//! `tcp_gso_segment`'s rules without AccECN: CWR only on the first frame; its [`Layout`] is
+//! taken once from a parsed frame.
 
 use crate::csum;
 use crate::meta::RxMeta;
@@ -116,4 +121,282 @@ pub fn resegment(
         emit(b);
     }
     Ok(pieces)
+}
+
+/// Where the headers of a TCP frame are: what software GSO needs to rebuild them for each
+/// output frame, taken once from a parsed frame (a transmitted super-segment, a retransmit's
+/// rebuilt header) and then applied to a header copy with any payload pieces.
+///
+/// IPv4 headers with options are refused ([`GsoError::Invalid`]), as [`resegment`] does: the
+/// coalescer never merges them (Linux `inet_gro_receive` flushes on `ihl != 5`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Layout {
+    l3: u16,
+    l4: u16,
+    header_len: u16,
+    v6: bool,
+    /// Sum of the source and destination addresses: the constant part of the pseudo-header.
+    addr_sum: u16,
+}
+
+impl Layout {
+    /// The layout of a frame [`wire::parse`] accepted; `frame` is the frame it parsed.
+    ///
+    /// # Errors
+    /// [`GsoError::Invalid`] for IPv4 options or a header longer than 65535 bytes.
+    pub fn from_parsed(p: &wire::Parsed, frame: &[u8]) -> Result<Self, GsoError> {
+        if p.ip_options {
+            return Err(GsoError::Invalid);
+        }
+        let (l3, l4, hdr) = (p.l3 as usize, p.l4 as usize, p.payload as usize);
+        let v6 = p.is_v6();
+        // Addresses: IPv4 bytes 12..20, IPv6 bytes 8..40 (RFC 791, RFC 8200).
+        let addrs = if v6 {
+            l3 + 8..l3 + 40
+        } else {
+            l3 + 12..l3 + 20
+        };
+        let addr_sum = csum::sum(frame.get(addrs).ok_or(GsoError::Invalid)?);
+        Ok(Self {
+            l3: u16::try_from(l3).map_err(|_| GsoError::Invalid)?,
+            l4: u16::try_from(l4).map_err(|_| GsoError::Invalid)?,
+            header_len: u16::try_from(hdr).map_err(|_| GsoError::Invalid)?,
+            v6,
+            addr_sum,
+        })
+    }
+
+    /// Parses `frame` and returns its layout and the parse.
+    ///
+    /// # Errors
+    /// [`GsoError::Parse`] when the frame is not TCP the parser accepts, else as
+    /// [`Layout::from_parsed`].
+    pub fn parse(frame: &[u8], meta: &RxMeta) -> Result<(Self, wire::Parsed), GsoError> {
+        let p = wire::parse(frame, meta).map_err(|u| GsoError::Parse(u.reason))?;
+        Ok((Self::from_parsed(&p, frame)?, p))
+    }
+
+    /// Link, IP and TCP headers together: the offset of the TCP payload.
+    pub const fn header_len(&self) -> usize {
+        self.header_len as usize
+    }
+
+    /// Offset of the IP header.
+    pub const fn l3(&self) -> usize {
+        self.l3 as usize
+    }
+
+    /// Offset of the TCP header.
+    pub const fn l4(&self) -> usize {
+        self.l4 as usize
+    }
+
+    /// IPv6?
+    pub const fn is_v6(&self) -> bool {
+        self.v6
+    }
+
+    /// Sum of the TCP pseudo-header for a TCP segment of `tcp_len` bytes (RFC 9293 section
+    /// 3.1, RFC 8200 section 8.1): addresses, protocol 6 and the length.
+    pub(crate) fn pseudo_sum(&self, tcp_len: u32) -> u16 {
+        csum::fold(u64::from(self.addr_sum) + u64::from(wire::PROTO_TCP) + u64::from(tcp_len))
+    }
+
+    /// IPv4 total length or IPv6 payload length of a frame of `header_len + payload` bytes.
+    fn ip_length(&self, payload: usize) -> Option<u16> {
+        let ip = self.header_len() - self.l3() + payload;
+        let ip = if self.v6 { ip - wire::IPV6_LEN } else { ip };
+        u16::try_from(ip).ok()
+    }
+
+    /// Rewrites the lengths and checksums of `frame` (this layout's headers followed by
+    /// `payload_len` payload bytes whose sum is `payload_sum`) after its header fields changed.
+    /// With `full == false` the TCP checksum field holds the pseudo-header sum only
+    /// (CHECKSUM_PARTIAL, for a device that finishes it, Linux `tcp_v4_send_check`).
+    pub(crate) fn finish(
+        &self,
+        frame: &mut [u8],
+        payload_len: usize,
+        payload_sum: u16,
+        full: bool,
+    ) {
+        let (l3, l4, hdr) = (self.l3(), self.l4(), self.header_len());
+        let ip_len = self.ip_length(payload_len).unwrap_or(u16::MAX);
+        if self.v6 {
+            wire::write_be16(frame, l3 + 4, ip_len);
+        } else {
+            wire::write_be16(frame, l3 + wire::IPV4_TOTAL_LEN, ip_len);
+            wire::write_be16(frame, l3 + wire::IPV4_CHECKSUM, 0);
+            let c = csum::finish(csum::sum(&frame[l3..l4]));
+            wire::write_be16(frame, l3 + wire::IPV4_CHECKSUM, c);
+        }
+        wire::write_be16(frame, l4 + wire::TCP_CHECKSUM, 0);
+        let pseudo = self.pseudo_sum((hdr - l4 + payload_len) as u32);
+        let c = if full {
+            // The TCP header has an even length (data offset * 4): the payload sum needs no
+            // byte swap (RFC 1071 section 2 (A) and (B)).
+            let h = csum::sum(&frame[l4..hdr]);
+            csum::finish(csum::add(pseudo, csum::add(h, payload_sum)))
+        } else {
+            pseudo
+        };
+        wire::write_be16(frame, l4 + wire::TCP_CHECKSUM, c);
+    }
+}
+
+/// Software TSO: splits a super-segment given as its headers (`header`, laid out as `layout`
+/// says) and its payload as any number of pieces (scatter-gather: a retransmit view, a
+/// coalesced segment's chunks) into frames of at most `mss` payload bytes, written one at a
+/// time into `out` and handed to `emit`. Returns how many frames were emitted.
+///
+/// The rules are Linux `tcp_gso_segment` (`net/ipv4/tcp_offload.c`) without
+/// `SKB_GSO_TCP_ACCECN`, and `inet_gso_segment` (`net/ipv4/af_inet.c`) for IPv4:
+/// - frame `i` carries sequence number `seq + i * mss` (mod 2^32, RFC 9293 section 3.4);
+/// - the IPv4 ID increments per frame from the header's (`inet_gso_segment`: `id++` unless
+///   `SKB_GSO_TCP_FIXEDID`);
+/// - PSH and FIN stay only on the last frame (`th->fin = th->psh = 0` on all but the last);
+/// - CWR stays only on the first (`th->cwr = 0` after the first: RFC 3168 section 6.1.2, the
+///   sender sets CWR once per window reduction);
+/// - checksums are complete (for a device without checksum offload): each payload piece is
+///   summed as it is copied into `out` and the sums are combined with the header and
+///   pseudo-header sums (RFC 1071 section 2, pieces at odd offsets byte-swapped), so the
+///   payload is read once.
+///
+/// Under [`Policy::Gro`](crate::Policy::Gro) the coalescer merges the frames back into the
+/// original super-segment byte for byte, unless it carried CWR: Gro only merges frames with
+/// equal flags but PSH/FIN.
+///
+/// An empty payload gives one frame (a FIN or a pure ACK).
+///
+/// ```
+/// use lro_core::gso::{self, Layout};
+/// use lro_core::RxMeta;
+/// # fn frame(payload: usize) -> Vec<u8> {
+/// #     let mut f = vec![0u8; 14 + 20 + 20 + payload];
+/// #     f[12] = 0x08;
+/// #     f[14] = 0x45;
+/// #     f[16..18].copy_from_slice(&((40 + payload) as u16).to_be_bytes());
+/// #     f[22] = 64;
+/// #     f[23] = 6;
+/// #     f[26..34].copy_from_slice(&[198, 18, 0, 1, 198, 18, 0, 2]);
+/// #     f[38..42].copy_from_slice(&7u32.to_be_bytes());
+/// #     f[46] = 0x50;
+/// #     f[47] = 0x18; // ACK | PSH
+/// #     f
+/// # }
+/// // A 4000-byte super-segment as a stack hands it to a TSO device.
+/// let superseg = frame(4000);
+/// let (layout, _) = Layout::parse(&superseg, &RxMeta::ethernet(0)).unwrap();
+/// let (header, payload) = superseg.split_at(layout.header_len());
+/// let mut out = [0u8; 1514];
+/// let mut seqs = Vec::new();
+/// let n = gso::segment(&layout, header, [payload], 1460, &mut out, |f| {
+///     seqs.push((u32::from_be_bytes([f[38], f[39], f[40], f[41]]), f[47], f.len()));
+/// })
+/// .unwrap();
+/// assert_eq!(n, 3);
+/// // PSH only on the last frame.
+/// assert_eq!(seqs, [(7, 0x10, 1514), (1467, 0x10, 1514), (2927, 0x18, 54 + 1080)]);
+/// ```
+///
+/// # Errors
+/// [`GsoError::Invalid`] if `mss` is zero, `header` is not `layout.header_len()` bytes or a
+/// frame of `mss` payload bytes would not fit an IP length field;
+/// [`GsoError::BufferTooSmall`] if `out` cannot hold the headers and `mss` bytes. Nothing is
+/// emitted on error.
+pub fn segment<'p, I>(
+    layout: &Layout,
+    header: &[u8],
+    payload: I,
+    mss: u16,
+    out: &mut [u8],
+    mut emit: impl FnMut(&[u8]),
+) -> Result<usize, GsoError>
+where
+    I: IntoIterator<Item = &'p [u8]>,
+{
+    let hdr = layout.header_len();
+    let mss = usize::from(mss);
+    if mss == 0 || header.len() != hdr || layout.ip_length(mss).is_none() {
+        return Err(GsoError::Invalid);
+    }
+    let out = out
+        .get_mut(..hdr + mss)
+        .ok_or(GsoError::BufferTooSmall { needed: hdr + mss })?;
+    let (l3, l4) = (layout.l3(), layout.l4());
+    let seq0 = u32::from_be_bytes([
+        header[l4 + 4],
+        header[l4 + 5],
+        header[l4 + 6],
+        header[l4 + 7],
+    ]);
+    let id0 = if layout.v6 {
+        0
+    } else {
+        u16::from_be_bytes([header[l3 + wire::IPV4_ID], header[l3 + wire::IPV4_ID + 1]])
+    };
+    let flags0 = header[l4 + wire::TCP_FLAGS];
+    out[..hdr].copy_from_slice(header);
+    let mut pieces = payload.into_iter().filter(|p| !p.is_empty()).peekable();
+    let mut cur: &[u8] = &[];
+    let mut sent: u32 = 0;
+    let mut n = 0usize;
+    loop {
+        // Copy up to `mss` bytes from the pieces, summing each copied run.
+        let mut fill = 0;
+        let mut sum = 0u16;
+        while fill < mss {
+            if cur.is_empty() {
+                match pieces.next() {
+                    Some(p) => cur = p,
+                    None => break,
+                }
+            }
+            let take = (mss - fill).min(cur.len());
+            let dst = &mut out[hdr + fill..hdr + fill + take];
+            dst.copy_from_slice(&cur[..take]);
+            sum = csum::add_at_offset(sum, csum::sum(dst), fill);
+            fill += take;
+            cur = &cur[take..];
+        }
+        let last = cur.is_empty() && pieces.peek().is_none();
+        let mut flags = flags0;
+        if n > 0 {
+            flags &= !tcp_flags::CWR;
+        }
+        if !last {
+            flags &= !(tcp_flags::PSH | tcp_flags::FIN);
+        }
+        out[l4 + wire::TCP_FLAGS] = flags;
+        wire::write_be32(out, l4 + wire::TCP_SEQ, seq0.wrapping_add(sent));
+        if !layout.v6 {
+            wire::write_be16(out, l3 + wire::IPV4_ID, id0.wrapping_add(n as u16));
+        }
+        layout.finish(&mut out[..hdr + fill], fill, sum, true);
+        emit(&out[..hdr + fill]);
+        n += 1;
+        sent = sent.wrapping_add(fill as u32);
+        if last {
+            return Ok(n);
+        }
+    }
+}
+
+/// [`segment`] for a contiguous super-segment (headers and payload in one buffer, as a stack
+/// hands it to a TSO device); bytes after the IP datagram (padding) are ignored.
+///
+/// # Errors
+/// [`GsoError::Parse`] when `frame` is not a TCP segment the parser accepts, else as
+/// [`segment`].
+pub fn segment_frame(
+    frame: &[u8],
+    meta: &RxMeta,
+    mss: u16,
+    out: &mut [u8],
+    emit: impl FnMut(&[u8]),
+) -> Result<usize, GsoError> {
+    let (layout, p) = Layout::parse(frame, meta)?;
+    let (header, rest) = frame.split_at(layout.header_len());
+    let payload = &rest[..p.payload_len as usize];
+    segment(&layout, header, [payload], mss, out, emit)
 }

@@ -101,6 +101,7 @@ pub mod rss;
 pub mod stats;
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;
+pub mod tx;
 pub mod wire;
 
 mod coalesce;
