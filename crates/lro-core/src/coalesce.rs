@@ -546,6 +546,11 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     #[inline]
     fn remember(&mut self, key: &FlowKey, ack: u32, window: u16) {
         if self.config.policy == Policy::Lro {
+            let m = &self.acks[memo_slot::<M>(key.hash())];
+            if m.valid && m.key == *key && (ack.wrapping_sub(m.ack) as i32) < 0 {
+                // An old (reordered) ACK never makes the flow's newest ACK state older.
+                return;
+            }
             self.acks[memo_slot::<M>(key.hash())] = AckMemo {
                 key: *key,
                 ack,
@@ -869,6 +874,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         frame: F,
         p: &Parsed,
         payload_sum: u16,
+        trimmed: bool,
         time: u64,
         sink: &mut K,
     ) -> Verdict {
@@ -881,6 +887,11 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             if let Err(reason) = self.classify_lone_ack(p, hash) {
                 return self.deliver_alone(frame, reason, Some(p), sink);
             }
+        }
+        // Counted only once the frame is held without its padding (a frame delivered alone
+        // goes out as received).
+        if trimmed {
+            self.stats.trimmed += 1;
         }
         if self.index.is_full() {
             if let Some(oldest) = self.index.oldest() {
@@ -1094,10 +1105,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 Err(reason) => self.flush_slot(slot, reason, sink),
             }
         }
-        if trimmed {
-            self.stats.trimmed += 1;
-        }
-        self.start(frame, p, payload_sum, meta.time, sink)
+        self.start(frame, p, payload_sum, trimmed, meta.time, sink)
     }
 
     fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
