@@ -1,0 +1,72 @@
+#![no_std]
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//! `drivers-myri`: the receive side of an Ethernet MAC feeding [`lro_core`], in the style of
+//! Myri10GE's in-driver LRO, with no allocator and no `std`.
+//!
+//! - [`RxRing`]: DMA receive descriptors ([`RxDescriptor`], an OWN bit, length and status bits)
+//!   and buffer memory, both caller-provided (a `static` on a microcontroller). The
+//!   ownership handoff uses volatile accesses with `fence(Release)` before a descriptor goes to
+//!   the device and `fence(Acquire)` after one comes back.
+//! - [`RxFrame`]: a received frame, still in its ring buffer. The handle owns its buffer and
+//!   borrows the ring, so the borrow checker enforces DMA ownership; dropping it (for example
+//!   when the coalescer's segment has been consumed) gives the buffer back. Frames go into an
+//!   [`lro_core::Coalescer`] as they are: copy-free on the way in.
+//! - Page frags ([`BufferLayout::page_frags`]): several frames share one large page, reposted
+//!   only when all of its frames have come back (a reference count per page, no allocator).
+//! - [`phy::LroDevice`] (feature `smoltcp`): a smoltcp device that coalesces between the ring and
+//!   smoltcp's `Interface` with the `Lro` policy.
+//! - [`sim::SimMac`] (feature `test-utils`): the device side of a ring, for host tests.
+//!
+//! # Example
+//! ```
+//! use drivers_myri::{BufferLayout, RxRing, RxRingStorage};
+//! use lro_core::{Coalesce, Coalescer, Config, Segment, Sink};
+//!
+//! struct Stack(usize);
+//! impl<F: AsRef<[u8]>> Sink<F> for Stack {
+//!     fn segment(&mut self, segment: Segment<'_, F>) {
+//!         self.0 += 1; // the frames go back to the ring when `segment` drops
+//!     }
+//! }
+//!
+//! let mut storage: RxRingStorage<16, 32> = RxRingStorage::new();
+//! let mut memory = [0u8; 32 * 2048];
+//! let ring = RxRing::new(&mut storage, &mut memory, BufferLayout::slots(2048))?;
+//! let mut engine: Coalescer<_, 8, 16> = Coalescer::new(Config::lro());
+//! let mut stack = Stack(0);
+//! // The poll loop: frames stay in their ring buffers while the engine holds them.
+//! while let Some(frame) = ring.receive() {
+//!     let meta = frame.meta(0);
+//!     engine.push(frame, &meta, &mut stack);
+//! }
+//! engine.flush_all(&mut stack);
+//! assert_eq!(ring.outstanding(), 0);
+//! # Ok::<(), drivers_myri::LayoutError>(())
+//! ```
+//!
+//! # Unsafe
+//! All of it is in one private module (`desc`): volatile descriptor accesses and the DMA
+//! buffer memory, handed out as unique fragment tokens. Every block states its `SAFETY`.
+
+mod desc;
+mod ring;
+
+#[cfg(feature = "smoltcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "smoltcp")))]
+pub mod phy;
+#[cfg(feature = "test-utils")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-utils")))]
+pub mod sim;
+
+pub use desc::{bits, RxDescriptor};
+pub use ring::{
+    BufferLayout, LayoutError, RingStats, RxFrame, RxRing, RxRingStorage, MAX_FRAG_SIZE,
+    MIN_FRAG_SIZE,
+};
+
+/// The smoltcp crate this adapter is built against (with `std`, its TAP device
+/// `smoltcp::phy::TunTapInterface`).
+#[cfg(feature = "smoltcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "smoltcp")))]
+pub use smoltcp;

@@ -1,0 +1,530 @@
+//! The receive ring: descriptor bookkeeping, buffer refill and the frame handle.
+//!
+//! The ring keeps the descriptors from `next_rx` up to `next_fill` (mod the ring size) armed:
+//! owned by the device, or completed and not yet reaped. [`RxRing::receive`] reaps the next
+//! completed descriptor in order and hands its buffer out as an [`RxFrame`]; the descriptor is
+//! re-armed at once with a fresh fragment from the pool, so frames the coalescer holds do not
+//! starve the device as long as the pool has more fragments than the ring has descriptors
+//! (Myri10GE refills from pages, not from the buffers it passed up).
+//!
+//! A frame returns its fragment when it is dropped (or [`RxFrame::recycle`]d). In page-frags
+//! mode the page is carved again only when all its fragments have come back: a reference count
+//! per page, in the caller's storage, with no allocator.
+//!
+//! Every method takes `&self` (the bookkeeping is in [`Cell`]s), so frames can borrow the ring
+//! while the poll loop keeps receiving; the ring is neither `Send` nor `Sync`.
+
+use core::cell::Cell;
+use core::fmt;
+
+use lro_core::{RssHash, RssType, RxChecksum, RxMeta};
+
+use crate::desc::{bits, Completion, DescRing, DmaPool, Frag, RxDescriptor, Slot};
+
+/// Smallest fragment: a minimum Ethernet frame without FCS.
+pub const MIN_FRAG_SIZE: usize = 60;
+
+/// Largest fragment: the descriptor's 16-bit buffer-size and length fields.
+pub const MAX_FRAG_SIZE: usize = bits::RBS_MASK as usize;
+
+/// Caller-provided bookkeeping memory of a ring with `D` descriptors and at most `P` buffer
+/// pages: the hardware descriptors (which must stay at a fixed address while the ring runs, so
+/// they cannot live inside [`RxRing`]) and the per-descriptor and per-page counters.
+///
+/// Small (32 bytes per descriptor plus a few bytes per slot and page); place it in a `static`
+/// (with `static_cell` or `static mut`), on the stack, or in a `Box`. The buffer memory is a
+/// separate `&mut [u8]`, so it can sit in a DMA-capable region of its own.
+pub struct RxRingStorage<const D: usize, const P: usize> {
+    descriptors: [RxDescriptor; D],
+    slots: [Slot; D],
+    refs: [Cell<u16>; P],
+}
+
+impl<const D: usize, const P: usize> RxRingStorage<D, P> {
+    /// Empty storage: every descriptor owned by the CPU.
+    pub const fn new() -> Self {
+        Self {
+            descriptors: [const { RxDescriptor::new() }; D],
+            slots: [const { Slot::new() }; D],
+            refs: [const { Cell::new(0) }; P],
+        }
+    }
+
+    /// The hardware descriptors (while no ring borrows the storage).
+    pub fn descriptors(&self) -> &[RxDescriptor] {
+        &self.descriptors
+    }
+}
+
+impl<const D: usize, const P: usize> Default for RxRingStorage<D, P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How the buffer memory is cut: pages of `page_size` bytes, each split into fragments of
+/// `frag_size` bytes, one frame per fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BufferLayout {
+    /// Page size in bytes: the unit that is reposted.
+    pub page_size: usize,
+    /// Fragment size in bytes: the buffer given to one descriptor (at least the largest frame).
+    pub frag_size: usize,
+}
+
+impl BufferLayout {
+    /// One buffer per frame, reposted as soon as its frame is returned (stm32-eth style).
+    pub const fn slots(buffer_size: usize) -> Self {
+        Self {
+            page_size: buffer_size,
+            frag_size: buffer_size,
+        }
+    }
+
+    /// Myri10GE's page frags: several frames share one page of `page_size` bytes, cut into
+    /// `frag_size` fragments; the page is reposted when all its frames have been returned.
+    pub const fn page_frags(page_size: usize, frag_size: usize) -> Self {
+        Self {
+            page_size,
+            frag_size,
+        }
+    }
+
+    /// Fragments per page.
+    pub const fn frags_per_page(&self) -> usize {
+        match self.page_size.checked_div(self.frag_size) {
+            Some(n) => n,
+            None => 0,
+        }
+    }
+}
+
+/// Why a ring could not be built from the given memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LayoutError {
+    /// The ring has no descriptors.
+    NoDescriptors,
+    /// The fragment size is outside [`MIN_FRAG_SIZE`]..=[`MAX_FRAG_SIZE`].
+    FragSize(usize),
+    /// The page is smaller than one fragment.
+    PageSmallerThanFrag,
+    /// The buffer memory holds no complete page.
+    NoPages,
+    /// The buffer memory holds more pages than the storage has counters for (or 65535).
+    TooManyPages {
+        /// Pages in the buffer memory.
+        pages: usize,
+        /// Page counters in the storage.
+        capacity: usize,
+    },
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoDescriptors => f.write_str("the ring has no descriptors"),
+            Self::FragSize(s) => write!(
+                f,
+                "fragment size {s} outside {MIN_FRAG_SIZE}..={MAX_FRAG_SIZE} bytes"
+            ),
+            Self::PageSmallerThanFrag => f.write_str("page smaller than one fragment"),
+            Self::NoPages => f.write_str("buffer memory smaller than one page"),
+            Self::TooManyPages { pages, capacity } => write!(
+                f,
+                "{pages} pages of buffer memory but counters for {capacity}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for LayoutError {}
+
+/// Ring counters (64-bit, never wrapping in practice).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingStats {
+    /// Good frames handed out by [`RxRing::receive`].
+    pub frames: u64,
+    /// Bytes of those frames.
+    pub bytes: u64,
+    /// Frames dropped by the driver: error summary, a frame spanning descriptors, or a length
+    /// that does not fit the buffer.
+    pub errors: u64,
+    /// Frames returned to the ring (dropped or recycled handles).
+    pub returned: u64,
+    /// Refills that left descriptors unarmed because every page was in use (the ring starves
+    /// while frames are held; the device then drops frames for lack of descriptors).
+    pub starved: u64,
+    /// Pages (re)posted: carving started on a page all of whose fragments had come back.
+    pub pages_posted: u64,
+}
+
+/// The receive side of a MAC: descriptors in caller memory, buffers in caller memory, frames
+/// handed out as [`RxFrame`] handles that give their buffer back when dropped.
+///
+/// ```
+/// use drivers_myri::{BufferLayout, RxRing, RxRingStorage};
+///
+/// let mut storage: RxRingStorage<8, 4> = RxRingStorage::new();
+/// let mut buffers = [0u8; 4 * 4096];
+/// // Two 2 KiB fragments per 4 KiB page: 8 fragments for 8 descriptors.
+/// let ring = RxRing::new(&mut storage, &mut buffers, BufferLayout::page_frags(4096, 2048))?;
+/// assert_eq!(ring.armed(), 8); // every descriptor given to the device
+/// assert!(ring.receive().is_none()); // nothing received yet
+/// # Ok::<(), drivers_myri::LayoutError>(())
+/// ```
+pub struct RxRing<'a> {
+    desc: DescRing<'a>,
+    pool: DmaPool<'a>,
+    layout: BufferLayout,
+    next_rx: Cell<usize>,
+    next_fill: Cell<usize>,
+    armed: Cell<usize>,
+    outstanding: Cell<usize>,
+    frames: Cell<u64>,
+    bytes: Cell<u64>,
+    errors: Cell<u64>,
+    returned: Cell<u64>,
+    starved: Cell<u64>,
+}
+
+impl<'a> RxRing<'a> {
+    /// A ring over `storage`'s descriptors and the pages of `buffers`, with every descriptor
+    /// armed. The number of pages is `buffers.len() / layout.page_size`; to keep the device fed
+    /// while frames are held, give it more fragments than descriptors.
+    ///
+    /// # Errors
+    /// [`LayoutError`] when the geometry does not fit.
+    pub fn new<const D: usize, const P: usize>(
+        storage: &'a mut RxRingStorage<D, P>,
+        buffers: &'a mut [u8],
+        layout: BufferLayout,
+    ) -> Result<Self, LayoutError> {
+        if D == 0 {
+            return Err(LayoutError::NoDescriptors);
+        }
+        if !(MIN_FRAG_SIZE..=MAX_FRAG_SIZE).contains(&layout.frag_size) {
+            return Err(LayoutError::FragSize(layout.frag_size));
+        }
+        if layout.page_size < layout.frag_size {
+            return Err(LayoutError::PageSmallerThanFrag);
+        }
+        let pages = buffers.len() / layout.page_size;
+        if pages == 0 {
+            return Err(LayoutError::NoPages);
+        }
+        if pages > P || pages >= usize::from(u16::MAX) {
+            return Err(LayoutError::TooManyPages { pages, capacity: P });
+        }
+        let storage: &'a RxRingStorage<D, P> = storage;
+        let pool = DmaPool::new(
+            buffers,
+            layout.page_size,
+            layout.frag_size,
+            pages as u16,
+            &storage.refs,
+        );
+        let ring = Self {
+            desc: DescRing::new(&storage.descriptors, &storage.slots, layout.frag_size),
+            pool,
+            layout,
+            next_rx: Cell::new(0),
+            next_fill: Cell::new(0),
+            armed: Cell::new(0),
+            outstanding: Cell::new(0),
+            frames: Cell::new(0),
+            bytes: Cell::new(0),
+            errors: Cell::new(0),
+            returned: Cell::new(0),
+            starved: Cell::new(0),
+        };
+        ring.refill();
+        Ok(ring)
+    }
+
+    /// Reaps the next frame the device completed, in ring order, and re-arms its descriptor
+    /// with a fresh fragment. Bad frames (see [`RingStats::errors`]) are dropped and skipped.
+    /// `None` when the device has not completed the next descriptor: an empty ring is not an
+    /// error.
+    pub fn receive(&self) -> Option<RxFrame<'_>> {
+        loop {
+            if self.armed.get() == 0 && self.refill() == 0 {
+                return None;
+            }
+            let i = self.next_rx.get();
+            let (frag, done) = self.desc.reap(i)?;
+            self.next_rx.set((i + 1) % self.capacity());
+            self.armed.set(self.armed.get() - 1);
+            let len = (done.status & bits::FL_MASK) as usize;
+            let whole = done.status & (bits::FS | bits::LS) == bits::FS | bits::LS;
+            let good =
+                whole && done.status & bits::ES == 0 && (14..=self.layout.frag_size).contains(&len);
+            if !good {
+                self.errors.set(self.errors.get() + 1);
+                self.pool.free(frag);
+                self.refill();
+                continue;
+            }
+            self.frames.set(self.frames.get() + 1);
+            self.bytes.set(self.bytes.get() + len as u64);
+            self.outstanding.set(self.outstanding.get() + 1);
+            self.refill();
+            return Some(RxFrame {
+                ring: self,
+                frag: Some(frag),
+                len: len as u16,
+                done,
+            });
+        }
+    }
+
+    /// Arms every unarmed descriptor it can, in ring order, with fresh fragments; returns how
+    /// many it armed. Called by [`RxRing::receive`] and whenever a frame is returned; a driver
+    /// for a real MAC writes the device's tail pointer or poll-demand register after it.
+    pub fn refill(&self) -> usize {
+        let n = self.capacity();
+        let mut armed = 0;
+        while self.armed.get() < n {
+            let Some(frag) = self.pool.alloc() else {
+                self.starved.set(self.starved.get() + 1);
+                break;
+            };
+            let i = self.next_fill.get();
+            self.desc.post(i, frag, &self.pool);
+            self.next_fill.set((i + 1) % n);
+            self.armed.set(self.armed.get() + 1);
+            armed += 1;
+        }
+        armed
+    }
+
+    /// Gives a frame's fragment back and re-arms descriptors.
+    fn give_back(&self, frag: Frag) {
+        self.pool.free(frag);
+        self.outstanding.set(self.outstanding.get() - 1);
+        self.returned.set(self.returned.get() + 1);
+        self.refill();
+    }
+
+    /// The hardware descriptors, for programming the MAC's ring base address and size.
+    pub fn descriptors(&self) -> &'a [RxDescriptor] {
+        self.desc.hw()
+    }
+
+    /// Descriptors in the ring.
+    pub fn capacity(&self) -> usize {
+        self.desc.hw().len()
+    }
+
+    /// Descriptors armed: owned by the device, or completed and not yet reaped.
+    pub fn armed(&self) -> usize {
+        self.armed.get()
+    }
+
+    /// Frames handed out and not yet returned.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.get()
+    }
+
+    /// How the buffer memory is cut.
+    pub fn layout(&self) -> BufferLayout {
+        self.layout
+    }
+
+    /// Fragments in the buffer memory.
+    pub fn fragments(&self) -> usize {
+        self.pool.frags()
+    }
+
+    /// Pages in the buffer memory.
+    pub fn pages(&self) -> usize {
+        self.pool.pages()
+    }
+
+    /// Fragments of page `page` posted to the device or held as frames (its reference count).
+    pub fn page_refs(&self, page: usize) -> u16 {
+        self.pool.page_refs(page)
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> RingStats {
+        RingStats {
+            frames: self.frames.get(),
+            bytes: self.bytes.get(),
+            errors: self.errors.get(),
+            returned: self.returned.get(),
+            starved: self.starved.get(),
+            pages_posted: self.pool.pages_started(),
+        }
+    }
+
+    /// The descriptor handoff, for the simulated device.
+    #[cfg(feature = "test-utils")]
+    pub(crate) fn desc(&self) -> &DescRing<'a> {
+        &self.desc
+    }
+}
+
+impl Drop for RxRing<'_> {
+    /// Takes every descriptor back from the device (OWN cleared). A driver for a real MAC stops
+    /// its receive DMA before dropping the ring.
+    fn drop(&mut self) {
+        for i in 0..self.capacity() {
+            if let Some(frag) = self.desc.reclaim(i) {
+                self.pool.free(frag);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for RxRing<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RxRing")
+            .field("capacity", &self.capacity())
+            .field("armed", &self.armed())
+            .field("outstanding", &self.outstanding())
+            .field("next_rx", &self.next_rx.get())
+            .field("next_fill", &self.next_fill.get())
+            .field("layout", &self.layout)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// A received frame, still in its ring buffer: the handle owns the fragment and gives it back
+/// to the ring when dropped (or [`RxFrame::recycle`]d). Dereferences to the frame's bytes
+/// (writable, so the coalescer can rewrite headers in place).
+///
+/// The borrow of the ring keeps the ring (and its memory) alive while the frame exists; frames
+/// can be held in any order, for example inside a [`lro_core::Coalescer`].
+pub struct RxFrame<'r> {
+    ring: &'r RxRing<'r>,
+    frag: Option<Frag>,
+    len: u16,
+    done: Completion,
+}
+
+impl<'r> RxFrame<'r> {
+    /// Frame length in bytes (FCS stripped).
+    #[inline]
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Never true: the ring drops frames shorter than an Ethernet header.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The descriptor's status word as the device left it.
+    pub fn status(&self) -> u32 {
+        self.done.status
+    }
+
+    /// The CHECKSUM_COMPLETE sum the device reported, if any.
+    pub fn hardware_checksum(&self) -> Option<u16> {
+        (self.done.status & bits::CSV != 0).then_some(self.done.csum_vlan as u16)
+    }
+
+    /// The RSS hash the device reported, if any.
+    pub fn rss_hash(&self) -> Option<RssHash> {
+        if self.done.status & bits::RHV == 0 {
+            return None;
+        }
+        let kind = match (self.done.status >> bits::RHT_SHIFT) & bits::RHT_MASK {
+            1 => RssType::Ipv4,
+            2 => RssType::TcpIpv4,
+            3 => RssType::Ipv6,
+            4 => RssType::TcpIpv6,
+            _ => RssType::Opaque,
+        };
+        Some(RssHash {
+            value: self.done.hash,
+            kind,
+        })
+    }
+
+    /// The VLAN TCI the device stripped, if any.
+    pub fn vlan_stripped(&self) -> Option<u16> {
+        (self.done.status & bits::VLV != 0).then_some((self.done.csum_vlan >> 16) as u16)
+    }
+
+    /// What the descriptor says about the frame, as the coalescer's metadata, with the arrival
+    /// time `time` on the caller's clock.
+    pub fn meta(&self, time: u64) -> RxMeta {
+        let mut meta = RxMeta::ethernet(time);
+        if let Some(sum) = self.hardware_checksum() {
+            meta = meta.with_checksum(RxChecksum::Complete(sum));
+        }
+        if let Some(rss) = self.rss_hash() {
+            meta = meta.with_rss(rss);
+        }
+        if let Some(tci) = self.vlan_stripped() {
+            meta = meta.with_vlan_stripped(tci);
+        }
+        meta
+    }
+
+    /// The buffer page the frame sits in.
+    pub fn page(&self) -> usize {
+        self.frag.as_ref().map_or(0, |f| self.ring.pool.page_of(f))
+    }
+
+    /// Gives the buffer back to the ring now (the same as dropping the frame).
+    pub fn recycle(self) {}
+}
+
+impl AsRef<[u8]> for RxFrame<'_> {
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        match &self.frag {
+            Some(f) => &self.ring.pool.bytes(f)[..usize::from(self.len)],
+            None => &[],
+        }
+    }
+}
+
+impl AsMut<[u8]> for RxFrame<'_> {
+    #[inline]
+    fn as_mut(&mut self) -> &mut [u8] {
+        let len = usize::from(self.len);
+        match &mut self.frag {
+            Some(f) => &mut self.ring.pool.bytes_mut(f)[..len],
+            None => &mut [],
+        }
+    }
+}
+
+impl core::ops::Deref for RxFrame<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_ref()
+    }
+}
+
+impl core::ops::DerefMut for RxFrame<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.as_mut()
+    }
+}
+
+impl Drop for RxFrame<'_> {
+    fn drop(&mut self) {
+        if let Some(frag) = self.frag.take() {
+            self.ring.give_back(frag);
+        }
+    }
+}
+
+impl fmt::Debug for RxFrame<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RxFrame")
+            .field("len", &self.len)
+            .field("page", &self.page())
+            .field("status", &format_args!("{:#010x}", self.done.status))
+            .finish()
+    }
+}
