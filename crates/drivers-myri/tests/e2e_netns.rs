@@ -382,5 +382,12 @@ fn kernel_client_to_smoltcp_through_ring_and_coalescer() {
     // With coalescing smoltcp sees fewer, larger frames.
     assert!(lro.frames_merged > 0);
     assert!(lro.stack_frames < lro.ring_frames);
-    assert!(lro.stack_frames < plain.stack_frames);
+    // The target is 10x fewer (36-40x measured here); the floor only guards against
+    // coalescing silently stopping, whatever the scheduling of the kernel sender.
+    assert!(
+        lro.stack_frames * 4 <= plain.stack_frames,
+        "coalescing cut smoltcp's frames only from {} to {}",
+        plain.stack_frames,
+        lro.stack_frames
+    );
 }
