@@ -160,16 +160,17 @@ pub(crate) fn with_engine<W: WithEngine>(
 ) -> Result<W::Out> {
     fn go<const N: usize, W: WithEngine>(rss: bool, config: Config, job: W) -> W::Out {
         if rss {
-            let mut engine = Box::new(RssSorted::<_, Frame, RSS_QUEUE>::new(Coalescer::<
-                Frame,
-                N,
-                FRAMES_PER_FLOW,
-            >::new(
-                config
-            )));
+            // The table is built at compile time (`Coalescer::new` is const), then configured:
+            // a 1024-flow table is megabytes, too large to build on the stack.
+            let mut inner =
+                Box::new(const { Coalescer::<Frame, N, FRAMES_PER_FLOW>::new(Config::lro()) });
+            inner.set_config(config);
+            let mut engine = Box::new(RssSorted::<_, Frame, RSS_QUEUE>::new(&mut *inner));
             job.run(&mut *engine)
         } else {
-            let mut engine = Box::new(Coalescer::<Frame, N, FRAMES_PER_FLOW>::new(config));
+            let mut engine =
+                Box::new(const { Coalescer::<Frame, N, FRAMES_PER_FLOW>::new(Config::lro()) });
+            engine.set_config(config);
             job.run(&mut *engine)
         }
     }

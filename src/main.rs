@@ -55,27 +55,12 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-/// Stack of the worker thread: a 1024-flow table is several megabytes and is built by value
-/// before it is boxed.
-const WORKER_STACK: usize = 256 << 20;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let worker = std::thread::Builder::new()
-        .name("lro".into())
-        .stack_size(WORKER_STACK)
-        .spawn(move || match &cli.command {
-            Command::Replay(a) => replay::command(a),
-            Command::Explain(a) => explain::command(a),
-            Command::Bench(a) => bench::command(a),
-        });
-    let result = match worker {
-        Ok(handle) => match handle.join() {
-            Ok(r) => r,
-            // The panic message was printed by the panic hook.
-            Err(_) => return ExitCode::from(101),
-        },
-        Err(e) => Err(anyhow::anyhow!("cannot start the worker thread: {e}")),
+    let result = match &cli.command {
+        Command::Replay(a) => replay::command(a),
+        Command::Explain(a) => explain::command(a),
+        Command::Bench(a) => bench::command(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

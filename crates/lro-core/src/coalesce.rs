@@ -167,6 +167,31 @@ pub trait Coalesce<F> {
     fn held_frames(&self) -> usize;
 }
 
+/// A borrowed engine is an engine: wrappers such as [`RssSorted`](crate::rss::RssSorted) can
+/// drive an engine that lives elsewhere (a `static`, a `Box`) without moving it.
+impl<F, C: Coalesce<F> + ?Sized> Coalesce<F> for &mut C {
+    #[inline]
+    fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
+        (**self).push(frame, meta, sink)
+    }
+
+    fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
+        (**self).flush_all(sink);
+    }
+
+    fn flush_idle<K: Sink<F> + ?Sized>(&mut self, now: u64, sink: &mut K) {
+        (**self).flush_idle(now, sink);
+    }
+
+    fn stats(&self) -> &Stats {
+        (**self).stats()
+    }
+
+    fn held_frames(&self) -> usize {
+        (**self).held_frames()
+    }
+}
+
 /// What the sink learns about a delivered segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -348,35 +373,33 @@ struct Entry<F, const S: usize> {
 }
 
 impl<F, const S: usize> Entry<F, S> {
-    fn empty() -> Self {
-        Self {
-            frames: heapless::Vec::new(),
-            l3: 0,
-            l4: 0,
-            head_payload: 0,
-            next_seq: 0,
-            ack: 0,
-            window: 0,
-            ts: None,
-            flags_word: 0,
-            or_flags: 0,
-            ttl: 0,
-            tos: 0,
-            df: false,
-            v6: false,
-            ip_id: 0,
-            fixed_id: false,
-            mss: 0,
-            max_payload: 0,
-            data_frames: 0,
-            ip_len: 0,
-            payload_sum: 0,
-            payload_len: 0,
-            absorbed: 0,
-            first_time: 0,
-            last_time: 0,
-        }
-    }
+    const EMPTY: Self = Self {
+        frames: heapless::Vec::new(),
+        l3: 0,
+        l4: 0,
+        head_payload: 0,
+        next_seq: 0,
+        ack: 0,
+        window: 0,
+        ts: None,
+        flags_word: 0,
+        or_flags: 0,
+        ttl: 0,
+        tos: 0,
+        df: false,
+        v6: false,
+        ip_id: 0,
+        fixed_id: false,
+        mss: 0,
+        max_payload: 0,
+        data_frames: 0,
+        ip_len: 0,
+        payload_sum: 0,
+        payload_len: 0,
+        absorbed: 0,
+        first_time: 0,
+        last_time: 0,
+    };
 }
 
 /// The newest ACK state delivered for a flow (`Lro`), kept after its segment is flushed so a
@@ -459,13 +482,26 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     ///
     /// The table size `N` must be a power of two below 65535, `S` at least 1 and `M` a power
     /// of two (checked at compile time).
-    pub fn new(config: Config) -> Self {
+    ///
+    /// # Memory
+    /// The engine is one value of about `N * S * (size_of::<F>() + 8)` bytes plus
+    /// `N * 200 + M * 72` bytes (a 64-flow, 64-frame table of `Vec<u8>` frames: ~200 KB).
+    /// `new` is a `const fn`, so a large table can be evaluated at compile time instead of on
+    /// the stack: in a `static` for firmware, or `Box::new(const { ... })` on a host.
+    ///
+    /// ```
+    /// use lro_core::{Coalescer, Config};
+    /// // Evaluated at compile time: no stack space is used to build it.
+    /// let engine = Box::new(const { Coalescer::<Vec<u8>, 1024, 64>::new(Config::lro()) });
+    /// assert_eq!(lro_core::Coalesce::held_frames(&*engine), 0);
+    /// ```
+    pub const fn new(config: Config) -> Self {
         const { assert!(S >= 1 && S <= u16::MAX as usize, "S must be in 1..=65535") };
         const { assert!(M.is_power_of_two(), "M must be a power of two") };
         Self {
             config,
             index: Index::new(),
-            entries: core::array::from_fn(|_| Entry::empty()),
+            entries: [const { Entry::EMPTY }; N],
             acks: [NO_MEMO; M],
             stats: Stats::new(),
             hold_deadline: u64::MAX,
@@ -502,13 +538,18 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     ) -> Verdict {
         if let Some(p) = parsed {
             // Values are trusted only once the checksum was verified (`check_alone` verifies
-            // before any other verdict).
+            // before any other verdict). A SYN or RST starts or ends a connection: the flow's
+            // ACK history no longer applies. Only a segment with ACK set carries an ACK number.
             let verified = !matches!(
                 reason,
                 PassReason::BadIpChecksum | PassReason::BadTcpChecksum | PassReason::Unverified
             );
             if verified {
-                self.remember(&p.key, p.ack, p.window);
+                if p.flags & (tcp_flags::SYN | tcp_flags::RST) != 0 {
+                    self.forget(&p.key);
+                } else if p.flags & tcp_flags::ACK != 0 {
+                    self.remember(&p.key, p.ack, p.window);
+                }
             }
         }
         let len = frame.as_ref().len();
@@ -560,21 +601,33 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         }
     }
 
-    /// May a pure ACK with nothing held start a segment (`Lro`)? Only when it is known to
-    /// change the flow's ACK state: a held ACK may later be superseded, and a superseded
-    /// duplicate would be lost to the sender's fast retransmit (RFC 5681 section 3.2).
+    /// Drops the ACK history of a flow (`Lro` only).
+    #[inline]
+    fn forget(&mut self, key: &FlowKey) {
+        let m = &mut self.acks[memo_slot::<M>(key.hash())];
+        if m.key == *key {
+            m.valid = false;
+        }
+    }
+
+    /// May a pure ACK with nothing held start a segment (`Lro`)? A held ACK may later be
+    /// superseded, and a superseded duplicate would be lost to the sender's fast retransmit
+    /// (RFC 5681 section 3.2), so it must be known not to duplicate the flow's newest delivered
+    /// ACK state. An ACK older than that state may be held: the sender ignores it anyway
+    /// (RFC 9293 section 3.10.7.4, SEG.ACK < SND.UNA), so superseding it loses nothing.
     fn classify_lone_ack(&self, p: &Parsed, hash: u32) -> Result<(), PassReason> {
+        match self.memo(&p.key, hash) {
+            None => Err(PassReason::UnknownAck),
+            Some(m) if p.ack == m.ack && p.window == m.window => Err(PassReason::DupAck),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The ACK memory of a flow, if it holds one.
+    #[inline]
+    fn memo(&self, key: &FlowKey, hash: u32) -> Option<&AckMemo> {
         let m = &self.acks[memo_slot::<M>(hash)];
-        if !m.valid || m.key != p.key {
-            return Err(PassReason::UnknownAck);
-        }
-        if p.ack == m.ack && p.window == m.window {
-            return Err(PassReason::DupAck);
-        }
-        if (p.ack.wrapping_sub(m.ack) as i32) < 0 {
-            return Err(PassReason::UnknownAck);
-        }
-        Ok(())
+        (m.valid && m.key == *key).then_some(m)
     }
 
     /// Flushes held segments a frame with this hint must not overtake.
@@ -793,7 +846,15 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if p.payload_len == 0 {
                     // `tcp_lro_condense`: a pure ACK that advances the ACK, or keeps it and
                     // opens the window, is superseded; the same ACK and window is a duplicate.
-                    // Same ACK and window was caught above as a duplicate.
+                    // Same ACK and window as the held state was caught above as a duplicate;
+                    // the held state may be older than what was delivered last (a stale ACK
+                    // held), so a duplicate of the delivered state is caught here.
+                    if self
+                        .memo(&p.key, p.key.hash())
+                        .is_some_and(|m| p.ack == m.ack && p.window == m.window)
+                    {
+                        return Ok(Merge::Duplicate);
+                    }
                     return if p.ack != e.ack || p.window > e.window {
                         Ok(Merge::Absorb)
                     } else {

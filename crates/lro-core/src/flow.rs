@@ -52,16 +52,22 @@ impl<const N: usize> Index<N> {
         "flow table capacity must be a power of two below 65535"
     );
 
-    pub(crate) fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::VALID;
+        let mut free = [0u16; N];
+        let mut i = 0;
+        while i < N {
+            free[i] = (N - 1 - i) as u16;
+            i += 1;
+        }
         Self {
             buckets: [NIL; N],
             links: [FREE; N],
-            keys: [FlowKey::default(); N],
+            keys: [FlowKey::EMPTY; N],
             oldest: NIL,
             newest: NIL,
-            free: core::array::from_fn(|i| (N - 1 - i) as u16),
+            free,
             nfree: N,
         }
     }

@@ -78,9 +78,10 @@ reason_enum! {
         /// TCP options other than the aligned NOP,NOP,Timestamp layout (SACK among them)
         /// under the `Lro` policy.
         Options => "options",
-        /// A pure ACK with nothing held whose flow has no recorded ACK state, or an older one
-        /// (`Lro`): it could be a duplicate, and a held ACK may be superseded, so it is
-        /// delivered alone. The next ACK of the flow can then be held.
+        /// A pure ACK with nothing held whose flow has no recorded ACK state (`Lro`): it could
+        /// be a duplicate, and a held ACK may be superseded, so it is delivered alone; the
+        /// flow's next ACK can then be held. The state is kept for `M` flows
+        /// ([`Coalescer`](crate::Coalescer)) and cleared by SYN and RST.
         UnknownAck => "unknown_ack",
     }
 }
