@@ -59,6 +59,30 @@ pub mod phy;
 #[cfg_attr(docsrs, doc(cfg(feature = "test-utils")))]
 pub mod sim;
 
+/// Frames shared by the unit tests.
+#[cfg(all(test, feature = "test-utils"))]
+mod test_frames {
+    extern crate std;
+    use std::vec;
+    use std::vec::Vec;
+
+    use lro_core::testing::{FrameSpec, TCP_ACK};
+
+    /// An Ethernet/IPv4/TCP frame of `payload` bytes at `seq`, payload bytes numbered by
+    /// sequence number.
+    pub(crate) fn tcp(seq: u32, payload: usize) -> Vec<u8> {
+        let data: Vec<u8> = (0..payload).map(|i| (seq as usize + i) as u8).collect();
+        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+            .seq(seq)
+            .ack(1)
+            .flags(TCP_ACK)
+            .payload(&data);
+        let mut buf = vec![0u8; spec.len()];
+        spec.write(&mut buf).unwrap();
+        buf
+    }
+}
+
 pub use desc::{bits, RxDescriptor};
 pub use ring::{
     BufferLayout, LayoutError, RingStats, RxFrame, RxRing, RxRingStorage, MAX_FRAG_SIZE,

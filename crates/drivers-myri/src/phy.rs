@@ -362,24 +362,12 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
-    use lro_core::testing::{FrameSpec, TCP_ACK};
     use smoltcp::phy::{Loopback, Medium, TxToken};
 
     use super::*;
     use crate::sim::SimMac;
+    use crate::test_frames::tcp;
     use crate::{BufferLayout, RxRingStorage};
-
-    fn tcp(seq: u32, payload: usize) -> Vec<u8> {
-        let data: Vec<u8> = (0..payload).map(|i| (seq as usize + i) as u8).collect();
-        let spec = FrameSpec::ipv4_tcp(40000, 5201)
-            .seq(seq)
-            .ack(1)
-            .flags(TCP_ACK)
-            .payload(&data);
-        let mut buf = vec![0u8; spec.len()];
-        spec.write(&mut buf).unwrap();
-        buf
-    }
 
     /// Everything the device hands smoltcp right now.
     fn drain<D: Device>(dev: &mut D) -> Vec<Vec<u8>> {

@@ -196,24 +196,11 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
-    use lro_core::testing::{FrameSpec, TCP_ACK};
     use lro_core::{Coalesce, Coalescer, Config, RxChecksum, Segment, Sink};
 
     use super::*;
+    use crate::test_frames::tcp;
     use crate::{bits, BufferLayout, LayoutError, RxFrame, RxRingStorage};
-
-    /// A TCP frame of `payload` bytes at `seq`.
-    fn tcp(seq: u32, payload: usize) -> Vec<u8> {
-        let data: Vec<u8> = (0..payload).map(|i| (seq as usize + i) as u8).collect();
-        let spec = FrameSpec::ipv4_tcp(40000, 5201)
-            .seq(seq)
-            .ack(1)
-            .flags(TCP_ACK)
-            .payload(&data);
-        let mut buf = vec![0u8; spec.len()];
-        spec.write(&mut buf).unwrap();
-        buf
-    }
 
     #[test]
     fn ownership_handoff_and_frame_contents() {
