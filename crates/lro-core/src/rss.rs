@@ -582,7 +582,7 @@ impl<C, F, const B: usize> RssSorted<C, F, B> {
 }
 
 impl<C: Coalesce<F>, F: AsRef<[u8]>, const B: usize> Coalesce<F> for RssSorted<C, F, B> {
-    /// Queues the frame (`tcp_lro_queue_mbuf`) and returns [`Verdict::Held`]; if that fills
+    /// Queues the frame (`tcp_lro_queue_mbuf`) and returns [`Verdict::Queued`]; if that fills
     /// the queue, the whole batch is fed to the inner engine before this returns.
     fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         if self.len >= B {
@@ -601,7 +601,7 @@ impl<C: Coalesce<F>, F: AsRef<[u8]>, const B: usize> Coalesce<F> for RssSorted<C
             self.rss_stats.full_queue += 1;
             self.flush_all(sink);
         }
-        Verdict::Held
+        Verdict::Queued
     }
 
     fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
@@ -1191,7 +1191,7 @@ mod tests {
         for i in 0..3 {
             assert_eq!(
                 engine.push(data_frame(1, i, false), &meta(None), &mut trace),
-                Verdict::Held
+                Verdict::Queued
             );
         }
         assert_eq!((engine.queued(), trace.out.len()), (3, 0));
