@@ -439,6 +439,12 @@ enum Merge {
 
 /// The allocation-free coalescing engine.
 ///
+/// # Teardown
+/// Frames the engine holds are delivered by [`Coalesce::flush_all`]; call it before dropping
+/// the engine (at the end of every poll, and at shutdown). Dropping an engine that still holds
+/// frames drops them, which for a driver's buffer handle returns the buffer through its `Drop`:
+/// nothing leaks, but those frames are not passed up.
+///
 /// `F` is the frame type: anything that lends its bytes (`&mut [u8]`, `Vec<u8>`, a driver's
 /// buffer handle). `N` is the flow-table capacity (a power of two), `S` the most frames one
 /// segment may hold, `M` the number of flows whose newest ACK is remembered after their segment
