@@ -87,6 +87,16 @@ impl Sink<Vec<u8>> for Count {
     }
 }
 
+fn bench_csum(c: &mut Criterion) {
+    let data: Vec<u8> = (0..1448u32).map(|i| (i * 7 + 3) as u8).collect();
+    let mut g = c.benchmark_group("csum");
+    g.throughput(Throughput::Bytes(data.len() as u64));
+    g.bench_function("sum_1448", |b| {
+        b.iter(|| black_box(lro_core::csum::sum(black_box(&data))))
+    });
+    g.finish();
+}
+
 fn bench_parse(c: &mut Criterion) {
     let f = traffic(1).remove(0);
     let meta = RxMeta::ethernet(0);
@@ -205,6 +215,7 @@ fn bench_setup(c: &mut Criterion) {
 
 criterion_group!(
     benches,
+    bench_csum,
     bench_parse,
     bench_floor,
     bench_coalesce,
