@@ -1,0 +1,565 @@
+//! Running a built scenario on an engine, recording what comes out, and checking DESIGN.md's
+//! invariants on the record against the ground truth of the inputs.
+
+use crate::oracle::{self, Identity};
+use crate::scenario::{Built, Pushed, Step};
+use lro_core::{Coalesce, Config, OutChecksum, Policy, Segment, SegmentInfo, Sink, Verdict};
+use std::collections::HashMap;
+
+/// A frame buffer with an identity the engine cannot forge (not `Clone`).
+#[derive(Debug)]
+pub struct Tagged {
+    /// Index of the input.
+    pub id: usize,
+    /// Bytes.
+    pub buf: Vec<u8>,
+}
+
+impl AsRef<[u8]> for Tagged {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl AsMut<[u8]> for Tagged {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+/// What came out.
+#[derive(Debug)]
+pub enum Out {
+    /// A segment.
+    Seg {
+        /// Frame ids, head first.
+        ids: Vec<usize>,
+        /// As one contiguous frame.
+        bytes: Vec<u8>,
+        /// The scatter-gather pieces.
+        chunks: Vec<Vec<u8>>,
+        /// Its info.
+        info: SegmentInfo,
+    },
+    /// A released frame.
+    Rel(usize),
+}
+
+/// Records the output in order.
+#[derive(Default)]
+pub struct Recorder {
+    /// Everything, in order.
+    pub out: Vec<Out>,
+}
+
+impl Sink<Tagged> for Recorder {
+    fn segment(&mut self, seg: Segment<'_, Tagged>) {
+        let info = *seg.info();
+        let mut bytes = vec![0u8; seg.len()];
+        let n = seg.copy_to(&mut bytes).expect("sized to fit");
+        assert_eq!(n, seg.len(), "copy_to wrote {n} bytes of {}", seg.len());
+        assert!(
+            seg.copy_to(&mut vec![0u8; seg.len().saturating_sub(1)])
+                .is_err()
+                || seg.is_empty(),
+            "copy_to into a short buffer succeeded"
+        );
+        let chunks: Vec<Vec<u8>> = seg.chunks().map(<[u8]>::to_vec).collect();
+        assert_eq!(seg.head(), &chunks[0][..], "head() is not the first chunk");
+        let ids: Vec<usize> = seg.into_frames().map(|f| f.id).collect();
+        assert_eq!(
+            ids.len(),
+            chunks.len(),
+            "frames and chunks differ in number"
+        );
+        self.out.push(Out::Seg {
+            ids,
+            bytes,
+            chunks,
+            info,
+        });
+    }
+
+    fn release(&mut self, frame: Tagged) {
+        self.out.push(Out::Rel(frame.id));
+    }
+}
+
+/// Runs the steps on `engine`, then a final `flush_all` (teardown). With `verdicts`, checks
+/// that every push's verdict agrees with what the sink saw during the push (a plain
+/// `Coalescer`; wrappers only queue).
+pub fn run<C: Coalesce<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) -> Recorder {
+    let mut rec = Recorder::default();
+    let mut pushes = 0u64;
+    for step in &built.steps {
+        match step {
+            Step::Push(n) => {
+                let f = &built.frames[*n];
+                let before = rec.out.len();
+                let frame = Tagged {
+                    id: *n,
+                    buf: f.bytes.clone(),
+                };
+                let v = engine.push(frame, &f.meta, &mut rec);
+                pushes += 1;
+                if verdicts {
+                    check_verdict(*n, v, &rec.out[before..]);
+                }
+            }
+            Step::FlushAll => engine.flush_all(&mut rec),
+            Step::FlushIdle(now) => engine.flush_idle(*now, &mut rec),
+        }
+    }
+    engine.flush_all(&mut rec);
+    assert_eq!(engine.held_frames(), 0, "frames still held after flush_all");
+    let s = engine.stats();
+    assert!(s.is_conserved(), "stats not conserved: {s:?}");
+    if verdicts {
+        assert_eq!(s.frames_in, pushes, "frames_in");
+    }
+    rec
+}
+
+fn check_verdict(n: usize, v: Verdict, during: &[Out]) {
+    let alone = during
+        .iter()
+        .any(|o| matches!(o, Out::Seg { ids, .. } if ids == &[n]));
+    let released = during.iter().any(|o| matches!(o, Out::Rel(i) if *i == n));
+    let anywhere = during.iter().any(|o| match o {
+        Out::Seg { ids, .. } => ids.contains(&n),
+        Out::Rel(i) => *i == n,
+    });
+    match v {
+        Verdict::Passed(_) => assert!(alone, "frame {n}: {v:?} but not delivered alone"),
+        Verdict::Absorbed => assert!(released, "frame {n}: Absorbed but not released"),
+        Verdict::Held => assert!(!anywhere, "frame {n}: Held but delivered"),
+        // Merged: may complete its segment at once (PSH/FIN, short segment).
+        _ => assert!(!released, "frame {n}: {v:?} but released"),
+    }
+}
+
+fn serial_le(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) >= 0
+}
+
+/// Checks every invariant on a record. `ordered(identity)` says whether the flow's order is
+/// promised (the RSS wrapper does not promise it for flows with inconsistent hashes). Panics
+/// with a description on a violation.
+pub fn check(
+    built: &Built,
+    config: &Config,
+    frames_max: usize,
+    rec: &Recorder,
+    ordered: &dyn Fn(&Identity) -> bool,
+) {
+    let inputs = &built.frames;
+    let gro = config.policy == Policy::Gro;
+    // (1) Conservation.
+    let mut seen = vec![0u32; inputs.len()];
+    for o in &rec.out {
+        match o {
+            Out::Seg { ids, .. } => ids.iter().for_each(|&i| seen[i] += 1),
+            Out::Rel(i) => seen[*i] += 1,
+        }
+    }
+    if let Some(i) = seen.iter().position(|&c| c != 1) {
+        panic!("conservation: frame {i} came back {} times", seen[i]);
+    }
+    let pred = duplicates(inputs);
+    // (2)+(3) Order and bytes per flow: ids of a flow come out in increasing order, so the
+    // concatenated payload out equals the payload in (each segment's payload is checked to be
+    // its frames' payloads below).
+    let mut last: HashMap<Identity, usize> = HashMap::new();
+    for o in &rec.out {
+        if let Out::Seg { ids, .. } = o {
+            for &i in ids {
+                if let Some(t) = &inputs[i].tcp {
+                    if let Some(&p) = last.get(&t.id) {
+                        assert!(
+                            p < i || !ordered(&t.id),
+                            "order: frame {i} after frame {p} of the same flow"
+                        );
+                    }
+                    last.insert(t.id, i);
+                }
+            }
+        }
+    }
+    for (pos, o) in rec.out.iter().enumerate() {
+        match o {
+            Out::Rel(i) => check_released(inputs, gro, rec, pos, *i, &pred, ordered),
+            Out::Seg {
+                ids,
+                bytes,
+                chunks,
+                info,
+            } => {
+                assert_eq!(usize::from(info.frames), ids.len(), "info.frames");
+                assert_eq!(info.len, bytes.len(), "info.len");
+                assert!(ids.len() <= frames_max, "segment of {} frames", ids.len());
+                let head = &inputs[ids[0]];
+                if info.checksum == OutChecksum::AsReceived {
+                    assert_eq!(ids.len(), 1, "segment {ids:?}: several frames, AsReceived");
+                    let same = bytes[..] == head.bytes[..];
+                    let trimmed = head.tcp.as_ref().is_some_and(|t| {
+                        !gro && bytes[..] == head.bytes[..t.ip_end]
+                            && oracle::is_zero(oracle::sum(&head.bytes[t.ip_end..]))
+                    });
+                    assert!(
+                        same || trimmed,
+                        "frame {}: AsReceived but bytes changed",
+                        ids[0]
+                    );
+                    if let Some(t) = &head.tcp {
+                        assert!(info.flow.is_some(), "frame {}: no flow in info", ids[0]);
+                        assert_eq!(info.payload_len as usize, t.payload_len(), "payload_len");
+                    }
+                } else {
+                    check_rewritten(inputs, config, ids, bytes, chunks, info, &pred, ordered);
+                }
+            }
+        }
+    }
+}
+
+/// Per frame: is it a duplicate ACK in RFC 5681's sense (section 2): no data, ACK set, no
+/// SYN/FIN/RST, the same ACK number and window as the previous ACK of its flow, and that ACK
+/// number is the greatest the flow has carried (since its last SYN/RST). Only frames whose
+/// checksums are trusted count as "received" (the engine may not believe the others).
+/// Judged under `Lro` only (`Gro` never merges pure ACKs).
+pub fn duplicates(inputs: &[Pushed]) -> Vec<bool> {
+    // Per flow: (previous trusted ACK's number and window, greatest ACK number).
+    let mut state: HashMap<Identity, ((u32, u16), u32)> = HashMap::new();
+    inputs
+        .iter()
+        .map(|f| {
+            let Some(t) = f.tcp.as_ref().filter(|_| f.trusted) else {
+                return false;
+            };
+            if t.flags & 0x06 != 0 {
+                // SYN or RST: the flow's ACK history starts again.
+                state.remove(&t.id);
+                return false;
+            }
+            if t.flags & 0x10 == 0 {
+                return false;
+            }
+            let cur = (t.ack, t.window);
+            let dup = match state.get(&t.id) {
+                Some(&(prev, max)) => {
+                    t.payload_len() == 0 && t.flags & 0x01 == 0 && prev == cur && t.ack == max
+                }
+                None => false,
+            };
+            let max = match state.get(&t.id) {
+                Some(&(_, m)) if !serial_le(m, t.ack) => m,
+                _ => t.ack,
+            };
+            state.insert(t.id, (cur, max));
+            dup
+        })
+        .collect()
+}
+
+fn check_released(
+    inputs: &[Pushed],
+    gro: bool,
+    rec: &Recorder,
+    pos: usize,
+    i: usize,
+    pred: &[bool],
+    ordered: &dyn Fn(&Identity) -> bool,
+) {
+    assert!(!gro, "frame {i} released under Gro");
+    let f = &inputs[i];
+    let t = f
+        .tcp
+        .as_ref()
+        .unwrap_or_else(|| panic!("frame {i} released but not TCP"));
+    assert!(f.trusted, "frame {i} released with an untrusted checksum");
+    assert_eq!(t.payload_len(), 0, "frame {i} released with payload");
+    assert!(
+        t.flags & 0x10 != 0 && t.flags & 0x2f == 0,
+        "frame {i} released with flags {:#x}",
+        t.flags
+    );
+    assert!(!t.ip_opts, "frame {i} released with IP options");
+    assert!(
+        t.options_mergeable(&f.bytes),
+        "frame {i} released with options"
+    );
+    assert!(
+        oracle::is_zero(oracle::sum(&f.bytes[t.ip_end..])),
+        "frame {i} released with non-neutral padding"
+    );
+    if !ordered(&t.id) {
+        return;
+    }
+    assert!(
+        !pred[i],
+        "frame {i}: a duplicate ACK was released (superseded)"
+    );
+    // The segment that absorbed it: the next segment of its flow, with a head pushed earlier,
+    // carrying an ACK at least as new.
+    let by = rec.out[pos + 1..].iter().find_map(|o| match o {
+        Out::Seg { ids, bytes, .. }
+            if inputs[ids[0]].tcp.as_ref().is_some_and(|h| h.id == t.id) =>
+        {
+            Some((ids, bytes))
+        }
+        _ => None,
+    });
+    let (ids, bytes) =
+        by.unwrap_or_else(|| panic!("frame {i} released, no later segment of its flow"));
+    assert!(
+        ids[0] < i,
+        "frame {i} released; the next segment of its flow starts later"
+    );
+    let head = inputs[ids[0]].tcp.as_ref().expect("checked");
+    let out_ack = u32::from_be_bytes(bytes[head.l4 + 8..head.l4 + 12].try_into().expect("4"));
+    assert!(
+        serial_le(t.ack, out_ack),
+        "frame {i} released; its ACK {} is newer than the segment's {out_ack}",
+        t.ack
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_rewritten(
+    inputs: &[Pushed],
+    config: &Config,
+    ids: &[usize],
+    bytes: &[u8],
+    chunks: &[Vec<u8>],
+    info: &SegmentInfo,
+    pred: &[bool],
+    ordered: &dyn Fn(&Identity) -> bool,
+) {
+    let gro = config.policy == Policy::Gro;
+    let head = &inputs[ids[0]];
+    let h = head
+        .tcp
+        .as_ref()
+        .unwrap_or_else(|| panic!("segment {ids:?}: rewritten but its head is not TCP"));
+    // Members: same flow, trusted, mergeable (5), (7), (4).
+    let mut next_seq = h.seq;
+    let mut or_flags = 0u8;
+    let mut payload = Vec::new();
+    let mut ip_len = h.payload - h.l3;
+    for (k, &i) in ids.iter().enumerate() {
+        let f = &inputs[i];
+        let t = f
+            .tcp
+            .as_ref()
+            .unwrap_or_else(|| panic!("segment {ids:?}: frame {i} is not TCP"));
+        assert_eq!(
+            t.id, h.id,
+            "isolation: segment {ids:?} mixes flows (frame {i})"
+        );
+        assert!(
+            f.trusted,
+            "laundering: frame {i} (untrusted checksum) in segment {ids:?}"
+        );
+        assert!(!t.ip_opts, "segment {ids:?}: frame {i} has IP options");
+        assert!(
+            t.flags & 0x10 != 0 && t.flags & 0x26 == 0,
+            "segment {ids:?}: frame {i} flags {:#x}",
+            t.flags
+        );
+        // Arrival order is the engine's order only for flows whose order is promised.
+        let dup = !gro && ordered(&t.id) && pred[i];
+        assert!(!dup, "segment {ids:?}: frame {i} is a duplicate ACK");
+        let pad = &f.bytes[t.ip_end..];
+        assert!(
+            pad.is_empty() || (!gro && oracle::is_zero(oracle::sum(pad))),
+            "segment {ids:?}: frame {i} has padding that may not be trimmed"
+        );
+        assert_eq!(
+            (t.ttl, t.tos, t.df),
+            (h.ttl, h.tos, h.df),
+            "segment {ids:?}: frame {i} TTL/TOS/DF"
+        );
+        assert_eq!(
+            &f.bytes[t.l3 + if t.v6 { 40 } else { 20 }..t.l4],
+            &head.bytes[h.l3 + if h.v6 { 40 } else { 20 }..h.l4],
+            "segment {ids:?}: frame {i} extension headers"
+        );
+        assert_eq!(
+            t.doff_byte, h.doff_byte,
+            "segment {ids:?}: frame {i} data offset/reserved"
+        );
+        assert_eq!(
+            t.flags & !0x09,
+            h.flags & !0x09,
+            "segment {ids:?}: frame {i} flags differ"
+        );
+        assert!(
+            k + 1 == ids.len() || t.flags & 0x09 == 0,
+            "segment {ids:?}: PSH/FIN on frame {i}, not last"
+        );
+        assert_eq!(t.seq, next_seq, "segment {ids:?}: frame {i} not contiguous");
+        next_seq = next_seq.wrapping_add(t.payload_len() as u32);
+        or_flags |= t.flags & 0x09;
+        let p = &f.bytes[t.payload..t.ip_end];
+        if k > 0 {
+            assert_eq!(
+                &chunks[k][..],
+                p,
+                "segment {ids:?}: chunk {k} is not frame {i}'s payload"
+            );
+            ip_len += p.len();
+        }
+        payload.extend_from_slice(p);
+        if gro {
+            assert_eq!(
+                (t.ack, t.window),
+                (h.ack, h.window),
+                "Gro segment {ids:?}: frame {i} ACK/window"
+            );
+            assert_eq!(
+                t.options(&f.bytes),
+                h.options(&head.bytes),
+                "Gro segment {ids:?}: frame {i} options"
+            );
+            let (len, mss) = (t.payload_len(), h.payload_len());
+            if ids.len() > 1 {
+                assert!(
+                    len > 0 && len <= mss,
+                    "Gro segment {ids:?}: frame {i} payload {len}, mss {mss}"
+                );
+                assert!(
+                    k + 1 == ids.len() || len == mss,
+                    "Gro segment {ids:?}: short frame {i} not last"
+                );
+            }
+        } else {
+            assert!(
+                t.options_mergeable(&f.bytes),
+                "Lro segment {ids:?}: frame {i} options"
+            );
+            let prev = inputs[ids[k.saturating_sub(1)]]
+                .tcp
+                .as_ref()
+                .expect("checked");
+            let pb = &inputs[ids[k.saturating_sub(1)]].bytes;
+            assert!(
+                serial_le(prev.ack, t.ack),
+                "Lro segment {ids:?}: ACK goes back at {i}"
+            );
+            match (prev.tsval(pb), t.tsval(&f.bytes)) {
+                (Some(a), Some(b)) => {
+                    assert!(serial_le(a, b), "Lro segment {ids:?}: TSval back at {i}")
+                }
+                (None, None) => {}
+                _ => panic!("Lro segment {ids:?}: timestamps on some frames only"),
+            }
+        }
+    }
+    ip_len += h.payload_len();
+    if gro && !h.v6 && ids.len() > 1 {
+        let first = h.ip_id;
+        let idv = |i: usize| inputs[i].tcp.as_ref().expect("checked").ip_id;
+        let fixed = ids.iter().all(|&i| idv(i) == first);
+        let inc = ids
+            .iter()
+            .enumerate()
+            .all(|(k, &i)| idv(i) == first.wrapping_add(k as u16));
+        assert!(
+            fixed || inc,
+            "Gro segment {ids:?}: IPv4 IDs neither fixed nor incrementing"
+        );
+    }
+    // A frame alone may exceed the limit (nothing to split); merging may not cross it.
+    assert!(
+        ids.len() == 1 || ip_len <= usize::from(config.max_ip_len),
+        "segment {ids:?}: IP length {ip_len} over the limit"
+    );
+    // (6) Valid output.
+    assert_eq!(
+        info.checksum, config.checksum_out,
+        "segment {ids:?}: checksum state"
+    );
+    let o = oracle::tcp_of(bytes, &head.meta)
+        .unwrap_or_else(|| panic!("segment {ids:?}: output does not parse"));
+    assert_eq!(o.id, h.id, "segment {ids:?}: output flow identity changed");
+    assert_eq!(
+        o.ip_end,
+        bytes.len(),
+        "segment {ids:?}: IP length field vs bytes"
+    );
+    assert_eq!(
+        (o.l3, o.l4, o.payload),
+        (h.l3, h.l4, h.payload),
+        "segment {ids:?}: offsets"
+    );
+    assert_eq!(
+        (info.l3 as usize, info.l4 as usize),
+        (h.l3, h.l4),
+        "segment {ids:?}: info offsets"
+    );
+    assert_eq!(
+        &bytes[o.payload..],
+        &payload[..],
+        "segment {ids:?}: payload is not its frames'"
+    );
+    assert_eq!(
+        info.payload_len as usize,
+        payload.len(),
+        "segment {ids:?}: info.payload_len"
+    );
+    assert!(
+        oracle::ip_checksum_ok(bytes, &o),
+        "segment {ids:?}: bad IPv4 header checksum"
+    );
+    let field = u16::from_be_bytes([bytes[o.l4 + 16], bytes[o.l4 + 17]]);
+    match info.checksum {
+        OutChecksum::Full => assert!(
+            oracle::tcp_checksum_ok(bytes, &o),
+            "segment {ids:?}: bad TCP checksum"
+        ),
+        OutChecksum::Partial => assert_eq!(
+            field,
+            oracle::pseudo(&o, o.ip_end - o.l4),
+            "segment {ids:?}: partial checksum is not the pseudo-header sum"
+        ),
+        other => panic!("segment {ids:?}: checksum {other:?}"),
+    }
+    assert_eq!(o.seq, h.seq, "segment {ids:?}: sequence number");
+    assert_eq!(o.flags, h.flags | or_flags, "segment {ids:?}: flags");
+    assert_eq!(
+        &bytes[..h.l3],
+        &head.bytes[..h.l3],
+        "segment {ids:?}: link header changed"
+    );
+    assert_eq!(
+        (o.ttl, o.tos, o.df, o.ip_id),
+        (h.ttl, h.tos, h.df, h.ip_id),
+        "segment {ids:?}: IP fields"
+    );
+    let last = inputs[*ids.last().expect("non-empty")]
+        .tcp
+        .as_ref()
+        .expect("checked");
+    if gro {
+        assert_eq!(
+            (o.ack, o.window),
+            (h.ack, h.window),
+            "Gro segment {ids:?}: ACK/window rewritten"
+        );
+        assert_eq!(
+            o.options(bytes),
+            h.options(&head.bytes),
+            "Gro segment {ids:?}: options rewritten"
+        );
+        assert_eq!(
+            &bytes[o.l4 + 18..o.l4 + 20],
+            &head.bytes[h.l4 + 18..h.l4 + 20],
+            "urgent pointer"
+        );
+    } else {
+        assert!(
+            serial_le(last.ack, o.ack),
+            "Lro segment {ids:?}: ACK older than its last frame's"
+        );
+    }
+}

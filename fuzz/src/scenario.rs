@@ -1,0 +1,578 @@
+//! Structured fuzz input for the coalescing targets: an engine setup and a sequence of
+//! operations (frames with metadata, flushes, clock steps), turned into concrete frames.
+//!
+//! Frames come two ways: raw bytes from the fuzzer (optionally with their checksums repaired so
+//! that they can be merged at all), and `lro_core::testing::FrameSpec` frames of a few flow
+//! templates whose sequence numbers, ACKs and timestamps follow on from the previous frame of
+//! the flow, so that most of them are mergeable and the merge rules are reached.
+
+use crate::oracle::{self, Tcp};
+use arbitrary::Arbitrary;
+use lro_core::testing::{
+    Corrupt, EthernetSpec, FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, LinkSpec, VlanTag, TCP_ACK,
+    TCP_PSH, TPID_8021AD, TPID_8021Q,
+};
+use lro_core::{Config, OutChecksum, RssHash, RssType, RxChecksum, RxMeta};
+
+/// Engine-wide choices.
+#[derive(Debug, Clone, Copy, Arbitrary)]
+pub struct Setup {
+    /// `Gro` (true) or `Lro`.
+    pub gro: bool,
+    /// Flow table shape: 0 1x1, 1 4x8, 2 8x64, 3 64x64.
+    pub table: u8,
+    /// Software verification of unverified frames.
+    pub verify: bool,
+    /// Partial output checksums.
+    pub partial: bool,
+    /// Largest IP datagram: 0 65535, 1 1500, 2 9000, 3 a value from `max_ip_raw`.
+    pub max_ip: u8,
+    /// Used when `max_ip == 3`.
+    pub max_ip_raw: u16,
+    /// Idle timeout.
+    pub idle: Option<u8>,
+    /// Maximum hold.
+    pub hold: Option<u8>,
+    /// Flow templates.
+    pub flows: [FlowTemplate; 4],
+}
+
+impl Setup {
+    /// The engine configuration.
+    pub fn config(&self) -> Config {
+        let mut c = if self.gro {
+            Config::gro()
+        } else {
+            Config::lro()
+        };
+        c = c.with_verify_checksums(self.verify);
+        if self.partial {
+            c = c.with_checksum_out(OutChecksum::Partial);
+        }
+        c.max_ip_len = match self.max_ip % 4 {
+            0 => 65535,
+            1 => 1500,
+            2 => 9000,
+            // Below 40 the engine can still hold single frames; keep it sane but small.
+            _ => self.max_ip_raw.max(40),
+        };
+        if let Some(t) = self.idle {
+            c = c.with_idle_timeout(u64::from(t));
+        }
+        if let Some(t) = self.hold {
+            c = c.with_max_hold(u64::from(t));
+        }
+        c
+    }
+}
+
+/// The shape of one structured flow.
+#[derive(Debug, Clone, Copy, Arbitrary)]
+pub struct FlowTemplate {
+    /// IPv6.
+    pub v6: bool,
+    /// 0 Ethernet, 1 one 802.1Q tag, 2 QinQ, 3 raw IP, 4 NIC-stripped tag.
+    pub link: u8,
+    /// IPv6 extension headers (bit 0 Hop-by-Hop, bit 1 Destination options), flow label (bit 2).
+    pub ext: u8,
+    /// Aligned timestamps on every frame.
+    pub ts: bool,
+    /// MSS: 0 100, 1 536, 2 1448, 3 9000 (jumbo), else 1 byte.
+    pub mss: u8,
+    /// Fixed IPv4 ID (else incrementing).
+    pub fixed_id: bool,
+    /// Near twin of the previous flow: 0 none, 1 other source port, 2 other VLAN/stripped tag,
+    /// 3 other source MAC, 4 the raw-IP twin of a zero-MAC Ethernet flow, 5 other flow label,
+    /// 6 same everything (a copy: the same flow).
+    pub twin: u8,
+    /// Initial sequence number (near 2^32 half the time).
+    pub isn: u32,
+}
+
+/// How the checksum metadata of a frame is chosen.
+#[derive(Debug, Clone, Copy, Arbitrary)]
+pub enum CsumMode {
+    /// `RxChecksum::None`.
+    None,
+    /// `RxChecksum::Verified` (used only when the frame's checksums really are right; else
+    /// `None`: a NIC that lies is out of scope).
+    Verified,
+    /// `RxChecksum::Complete` with the true sum.
+    Complete,
+    /// `RxChecksum::Complete` with a sum off by this (never ones'-complement zero) amount.
+    CompleteOff(u16),
+}
+
+/// A raw frame from fuzz bytes.
+#[derive(Debug, Clone, Arbitrary)]
+pub struct RawFrame {
+    /// Bytes.
+    pub bytes: Vec<u8>,
+    /// Raw IP (else Ethernet).
+    pub raw_ip: bool,
+    /// Repair the checksums when the reference reads it as TCP.
+    pub fix: bool,
+    /// Checksum metadata.
+    pub csum: CsumMode,
+    /// NIC-stripped VLAN.
+    pub vlan: Option<u16>,
+    /// NIC RSS hash.
+    pub rss: Option<u32>,
+}
+
+/// A structured frame of a flow template.
+#[derive(Debug, Clone, Copy, Arbitrary)]
+pub struct SpecFrame {
+    /// Template index (mod 4).
+    pub flow: u8,
+    /// Payload (mod 8): 0..=2 the MSS, 3 short (`len % mss`), 4..=5 empty (pure ACK), 6
+    /// `len % 2048` bytes, 7 `len` bytes (past 65535 the IP length field wraps: malformed).
+    pub size: u8,
+    /// Length parameter.
+    pub len: u16,
+    /// Sequence number: 0..=3 contiguous, 4 a gap of `delta`, 5 a retransmit of `delta` back,
+    /// 6 exactly `delta`.
+    pub seq_mode: u8,
+    /// Delta parameter.
+    pub delta: u32,
+    /// ACK: 0..=2 unchanged, 3 advance by `ack_step`, 4 back by `ack_step`.
+    pub ack_mode: u8,
+    /// ACK step.
+    pub ack_step: u16,
+    /// Window change (replaces the flow's window).
+    pub window: Option<u16>,
+    /// Flags: 0..=5 ACK, 6 ACK|PSH, 7 `raw_flags`.
+    pub flag_mode: u8,
+    /// Raw flag byte.
+    pub raw_flags: u8,
+    /// Options: 0..=3 the flow's, 4 SACK, 5 timestamps going back, 6 garbage (`raw_flags`
+    /// repeated), 7 none.
+    pub opt_mode: u8,
+    /// IP oddities: 0..=4 none, 5 other TTL, 6 CE mark, 7 IPv4 options / IPv6 other
+    /// extension, 8 IPv4 fragment, 9 other IP ID.
+    pub ip_mode: u8,
+    /// Checksum corruption: 0..=5 none, 6 TCP, 7 IP.
+    pub corrupt: u8,
+    /// Padding: 0..=3 none, 4 `pad` zero bytes, 5 `pad` bytes of 0x55 (non-neutral unless
+    /// the sum cancels), 6 0xff 0xff (-0).
+    pub pad_mode: u8,
+    /// Padding length.
+    pub pad: u8,
+    /// Truncate to this many bytes.
+    pub truncate: Option<u16>,
+    /// Checksum metadata.
+    pub csum: CsumMode,
+    /// NIC RSS hash: 0..=1 the flow's, 2 none, 3 `rss`.
+    pub rss_mode: u8,
+    /// RSS value.
+    pub rss: u32,
+}
+
+/// One operation.
+#[derive(Debug, Clone, Arbitrary)]
+pub enum Op {
+    /// A structured frame.
+    Spec(SpecFrame),
+    /// A raw frame.
+    Raw(RawFrame),
+    /// `flush_all`.
+    FlushAll,
+    /// `flush_idle(now + x)` (the clock moves to it).
+    FlushIdle(u8),
+    /// The clock moves.
+    Tick(u8),
+}
+
+/// A whole input.
+#[derive(Debug, Clone, Arbitrary)]
+pub struct Input {
+    /// Engine choices.
+    pub setup: Setup,
+    /// Operations (at most 256 are run).
+    pub ops: Vec<Op>,
+}
+
+/// A pushed frame and the ground truth about it.
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    /// The bytes pushed.
+    pub bytes: Vec<u8>,
+    /// Its metadata.
+    pub meta: RxMeta,
+    /// The reference's TCP view.
+    pub tcp: Option<Tcp>,
+    /// Checksums right *and* the metadata vouches correctly (or verification is on).
+    pub trusted: bool,
+}
+
+/// A concrete step.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Push input number `n`.
+    Push(usize),
+    /// `flush_all`.
+    FlushAll,
+    /// `flush_idle(now)`.
+    FlushIdle(u64),
+}
+
+/// Concrete frames and steps.
+#[derive(Debug, Default)]
+pub struct Built {
+    /// Frames by id.
+    pub frames: Vec<Pushed>,
+    /// Steps.
+    pub steps: Vec<Step>,
+}
+
+struct FlowState {
+    spec: FrameSpec<'static>,
+    meta: RxMeta,
+    mss: usize,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    ts: Option<u32>,
+    ip_id: u16,
+    fixed_id: bool,
+    rss: u32,
+}
+
+fn flow_states(setup: &Setup) -> Vec<FlowState> {
+    let mut out: Vec<FlowState> = Vec::with_capacity(4);
+    for (i, t) in setup.flows.iter().enumerate() {
+        let twin = if i > 0 { t.twin % 8 } else { 0 };
+        let (mut spec, mut meta) = if twin != 0 && twin <= 6 {
+            let prev = &out[i - 1];
+            (prev.spec, prev.meta)
+        } else {
+            let port = 40000 + i as u16;
+            let mut spec = if t.v6 {
+                FrameSpec::ipv6_tcp(port, 443)
+            } else {
+                FrameSpec::ipv4_tcp(port, 443)
+            };
+            let mut meta = RxMeta::ethernet(0);
+            match t.link % 5 {
+                0 => {}
+                1 => spec = spec.vlan(TPID_8021Q, 10 + i as u16),
+                2 => spec = spec.vlan(TPID_8021AD, 20).vlan(TPID_8021Q, 30),
+                3 => {
+                    spec = spec.raw_ip();
+                    meta = RxMeta::raw_ip(0);
+                }
+                _ => meta = meta.with_vlan_stripped(40),
+            }
+            if let IpSpec::V6(ip) = &mut spec.ip {
+                let mut n = 0;
+                if t.ext & 1 != 0 {
+                    ip.ext[n] = Some(Ipv6Ext::new(Ipv6ExtKind::HopByHop, &[1, 4, 0, 0, 0, 0]));
+                    n += 1;
+                }
+                if t.ext & 2 != 0 {
+                    ip.ext[n] = Some(Ipv6Ext::new(
+                        Ipv6ExtKind::DestinationOptions,
+                        &[1, 4, 0, 0, 0, 0],
+                    ));
+                }
+                if t.ext & 4 != 0 {
+                    ip.flow_label = 0xabcde;
+                }
+            }
+            (spec, meta)
+        };
+        match twin {
+            1 => spec.tcp.src_port ^= 0x100,
+            2 => match &mut spec.link {
+                LinkSpec::Ethernet(eth) if eth.vlans[0].is_some() => {
+                    eth.vlans[0] = eth.vlans[0].map(|v| VlanTag {
+                        tpid: v.tpid,
+                        tci: v.tci ^ 0x7,
+                    });
+                }
+                _ => meta.vlan_stripped = Some(meta.vlan_stripped.unwrap_or(0) ^ 0x5),
+            },
+            3 => match &mut spec.link {
+                LinkSpec::Ethernet(eth) => eth.src[5] ^= 0x80,
+                LinkSpec::RawIp => spec.tcp.dst_port ^= 0x10,
+            },
+            4 => {
+                // The previous flow turns into Ethernet with zero MACs and no tags; this one
+                // is its raw-IP twin.
+                let prev = &mut out[i - 1];
+                prev.spec.link = LinkSpec::Ethernet(EthernetSpec {
+                    dst: [0; 6],
+                    src: [0; 6],
+                    vlans: [None, None],
+                });
+                prev.meta = RxMeta::ethernet(0);
+                spec = prev.spec.raw_ip();
+                meta = RxMeta::raw_ip(0);
+            }
+            5 => match &mut spec.ip {
+                IpSpec::V6(ip) => ip.flow_label ^= 0x11,
+                IpSpec::V4(ip) => ip.dst[3] ^= 0x40,
+            },
+            _ => {}
+        }
+        let mss = match t.mss % 5 {
+            0 => 100,
+            1 => 536,
+            2 => 1448,
+            3 => 9000,
+            _ => 1,
+        };
+        let isn = if t.isn & 1 == 0 {
+            0u32.wrapping_sub(t.isn >> 20)
+        } else {
+            t.isn
+        };
+        out.push(FlowState {
+            spec,
+            meta,
+            mss,
+            seq: isn,
+            ack: t.isn.rotate_left(11),
+            window: 30000,
+            ts: t.ts.then_some(t.isn.rotate_left(5)),
+            ip_id: (t.isn >> 7) as u16,
+            fixed_id: t.fixed_id,
+            rss: t.isn.rotate_left(17) ^ i as u32,
+        });
+    }
+    out
+}
+
+/// Payload bytes: a window of a fixed pseudo-random pattern, so consecutive frames differ.
+fn payload_bytes(salt: usize, len: usize) -> Vec<u8> {
+    static PATTERN: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let pattern = PATTERN.get_or_init(|| {
+        (0..65536 + 4096)
+            .map(|k: usize| (k.wrapping_mul(131) ^ (k >> 8) ^ (k >> 3)) as u8)
+            .collect()
+    });
+    let at = salt % 4096;
+    pattern[at..at + len.min(65536)].to_vec()
+}
+
+/// Applies the checksum metadata mode and returns whether the frame is trusted.
+fn finish_meta(
+    bytes: &[u8],
+    meta: &mut RxMeta,
+    mode: CsumMode,
+    tcp: Option<&Tcp>,
+    config: &Config,
+) -> bool {
+    let good =
+        tcp.is_some_and(|t| oracle::ip_checksum_ok(bytes, t) && oracle::tcp_checksum_ok(bytes, t));
+    let complete = oracle::complete_sum(bytes, meta.link);
+    meta.checksum = match mode {
+        CsumMode::Verified if good => RxChecksum::Verified,
+        CsumMode::None | CsumMode::Verified => RxChecksum::None,
+        CsumMode::Complete => RxChecksum::Complete(complete),
+        CsumMode::CompleteOff(d) => {
+            let d = if oracle::is_zero(d) { 0x1234 } else { d };
+            RxChecksum::Complete(oracle::add(complete, d))
+        }
+    };
+    good && match meta.checksum {
+        RxChecksum::None => config.verify_checksums,
+        RxChecksum::Complete(c) => c == complete,
+        _ => true,
+    }
+}
+
+/// Turns an input into frames and steps.
+pub fn build(input: &Input, config: &Config) -> Built {
+    let mut flows = flow_states(&input.setup);
+    let mut built = Built::default();
+    let mut now: u64 = 0;
+    for op in input.ops.iter().take(256) {
+        let n = built.frames.len();
+        match op {
+            Op::FlushAll => built.steps.push(Step::FlushAll),
+            Op::FlushIdle(d) => {
+                now += u64::from(*d);
+                built.steps.push(Step::FlushIdle(now));
+            }
+            Op::Tick(d) => now += u64::from(*d),
+            Op::Raw(r) => {
+                let mut bytes = r.bytes.clone();
+                let mut meta = if r.raw_ip {
+                    RxMeta::raw_ip(now)
+                } else {
+                    RxMeta::ethernet(now)
+                };
+                meta.vlan_stripped = r.vlan;
+                meta.rss = r.rss.map(|value| RssHash {
+                    value,
+                    kind: RssType::TcpIpv4,
+                });
+                let tcp = oracle::tcp_of(&bytes, &meta);
+                if let (Some(t), true) = (&tcp, r.fix) {
+                    oracle::fix_checksums(&mut bytes, t);
+                }
+                let trusted = finish_meta(&bytes, &mut meta, r.csum, tcp.as_ref(), config);
+                built.frames.push(Pushed {
+                    bytes,
+                    meta,
+                    tcp,
+                    trusted,
+                });
+                built.steps.push(Step::Push(n));
+            }
+            Op::Spec(s) => {
+                let f = &mut flows[usize::from(s.flow % 4)];
+                let (bytes, mut meta) = spec_frame(f, s, n, now);
+                let tcp = oracle::tcp_of(&bytes, &meta);
+                let trusted = finish_meta(&bytes, &mut meta, s.csum, tcp.as_ref(), config);
+                built.frames.push(Pushed {
+                    bytes,
+                    meta,
+                    tcp,
+                    trusted,
+                });
+                built.steps.push(Step::Push(n));
+            }
+        }
+    }
+    built
+}
+
+fn spec_frame(f: &mut FlowState, s: &SpecFrame, n: usize, now: u64) -> (Vec<u8>, RxMeta) {
+    let len = usize::from(s.len);
+    let plen = match s.size % 8 {
+        0..=2 => f.mss,
+        3 => len % f.mss,
+        4 | 5 => 0,
+        6 => len % 2048,
+        _ => len,
+    };
+    let payload = payload_bytes(n ^ f.seq as usize, plen);
+    let pad_bytes: Vec<u8> = match s.pad_mode % 7 {
+        4 => vec![0; usize::from(s.pad % 64)],
+        5 => vec![0x55; usize::from(s.pad % 64)],
+        6 => vec![0xff, 0xff],
+        _ => Vec::new(),
+    };
+    let mut spec = f.spec;
+    let seq = match s.seq_mode % 7 {
+        4 => f.seq.wrapping_add(s.delta),
+        5 => f.seq.wrapping_sub(s.delta),
+        6 => s.delta,
+        _ => f.seq,
+    };
+    match s.ack_mode % 5 {
+        3 => f.ack = f.ack.wrapping_add(u32::from(s.ack_step)),
+        4 => f.ack = f.ack.wrapping_sub(u32::from(s.ack_step)),
+        _ => {}
+    }
+    if let Some(w) = s.window {
+        f.window = w;
+    }
+    spec.tcp.seq = seq;
+    spec.tcp.ack = f.ack;
+    spec.tcp.window = f.window;
+    spec.tcp.flags = match s.flag_mode % 8 {
+        6 => TCP_ACK | TCP_PSH,
+        7 => s.raw_flags,
+        _ => TCP_ACK,
+    };
+    if let Some(ts) = &mut f.ts {
+        if s.opt_mode % 8 != 5 {
+            *ts = ts.wrapping_add(u32::from(s.ack_step & 3));
+        }
+    }
+    match s.opt_mode % 8 {
+        4 => {
+            if let Some(ts) = f.ts {
+                spec.tcp.push_timestamps(ts, 7);
+            }
+            spec.tcp
+                .push_sack(&[(f.ack.wrapping_add(100), f.ack.wrapping_add(200))]);
+        }
+        5 => {
+            if let Some(ts) = f.ts {
+                spec.tcp
+                    .push_timestamps(ts.wrapping_sub(1 + u32::from(s.ack_step)), 7);
+            }
+        }
+        6 => {
+            let k = usize::from(s.raw_flags % 40);
+            spec.tcp.options.extend(&vec![s.raw_flags; k]);
+        }
+        7 => {}
+        _ => {
+            if let Some(ts) = f.ts {
+                spec.tcp.push_timestamps(ts, 7);
+            }
+        }
+    }
+    match &mut spec.ip {
+        IpSpec::V4(ip) => {
+            ip.id = f.ip_id;
+            match s.ip_mode % 10 {
+                5 => ip.ttl = ip.ttl.wrapping_sub(1),
+                6 => ip.tos |= 3,
+                7 => ip.options.extend(&[1, 1, 1, 0]),
+                8 => ip.mf = true,
+                9 => ip.id = ip.id.wrapping_add(s.ack_step | 1),
+                _ => {}
+            }
+        }
+        IpSpec::V6(ip) => match s.ip_mode % 10 {
+            5 => ip.hop_limit = ip.hop_limit.wrapping_sub(1),
+            6 => ip.traffic_class |= 3,
+            7 => {
+                // A Routing header with different contents than the held frames'.
+                if let Some(slot) = ip.ext.iter_mut().find(|e| e.is_none()) {
+                    *slot = Some(Ipv6Ext::new(
+                        Ipv6ExtKind::Routing,
+                        &[0, 0, 0, 0, 0, s.raw_flags],
+                    ));
+                }
+            }
+            8 => {
+                ip.fragment = Some(lro_core::testing::Ipv6Fragment {
+                    offset: 0,
+                    more: true,
+                    ident: 9,
+                })
+            }
+            _ => {}
+        },
+    }
+    spec.corrupt = match s.corrupt % 8 {
+        6 => Corrupt::TcpChecksum,
+        7 => Corrupt::IpChecksum,
+        _ => Corrupt::None,
+    };
+    spec.payload = &payload;
+    spec.padding = &pad_bytes;
+    let mut bytes = vec![0u8; spec.len()];
+    // Sized to fit, cannot fail.
+    let _ = spec.write(&mut bytes);
+    if let Some(t) = s.truncate {
+        bytes.truncate(usize::from(t));
+    }
+    if s.seq_mode % 7 < 4 {
+        f.seq = f.seq.wrapping_add(plen as u32);
+    }
+    if !f.fixed_id {
+        f.ip_id = f.ip_id.wrapping_add(1);
+    }
+    let mut meta = f.meta;
+    meta.time = now;
+    meta.rss = match s.rss_mode % 4 {
+        0 | 1 => Some(RssHash {
+            value: f.rss,
+            kind: RssType::TcpIpv4,
+        }),
+        2 => None,
+        _ => Some(RssHash {
+            value: s.rss,
+            kind: RssType::TcpIpv4,
+        }),
+    };
+    (bytes, meta)
+}
