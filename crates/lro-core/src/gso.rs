@@ -31,7 +31,8 @@ pub enum GsoError {
         /// Bytes needed for the largest output frame.
         needed: usize,
     },
-    /// `gso_size` is zero while the payload is not empty, or the headers carry IPv4 options.
+    /// The headers carry IPv4 options, or (for [`segment`] and [`segment_frame`]) the MSS is
+    /// zero.
     Invalid,
 }
 
@@ -52,8 +53,9 @@ impl core::error::Error for GsoError {}
 /// Splits the contiguous coalesced frame `frame` into frames of at most `gso_size` payload bytes.
 ///
 /// Each output frame is written into `out` and handed to `emit`; returns how many were emitted.
-/// A frame whose payload fits in one segment (or `gso_size == 0` with no payload) is emitted as
-/// it is. `fixed_id` is [`SegmentInfo::fixed_id`](crate::SegmentInfo::fixed_id).
+/// A frame whose payload fits in one segment, or with `gso_size == 0` (as
+/// [`SegmentInfo::gso_size`](crate::SegmentInfo::gso_size) says of a segment of one data frame,
+/// and as Linux reads a zero `gso_size`: not a GSO packet), is emitted as it is. `fixed_id` is [`SegmentInfo::fixed_id`](crate::SegmentInfo::fixed_id).
 ///
 /// # Errors
 /// See [`GsoError`]; nothing is emitted on error.
@@ -72,7 +74,7 @@ pub fn resegment(
     let (l3, l4, hdr) = (p.l3 as usize, p.l4 as usize, p.payload as usize);
     let payload = &frame[hdr..p.ip_end as usize];
     let mss = usize::from(gso_size);
-    if payload.len() <= mss || payload.is_empty() {
+    if mss == 0 || payload.len() <= mss {
         let whole = &frame[..p.ip_end as usize];
         let dst = out.get_mut(..whole.len()).ok_or(GsoError::BufferTooSmall {
             needed: whole.len(),
@@ -80,9 +82,6 @@ pub fn resegment(
         dst.copy_from_slice(whole);
         emit(dst);
         return Ok(1);
-    }
-    if mss == 0 {
-        return Err(GsoError::Invalid);
     }
     if out.len() < hdr + mss {
         return Err(GsoError::BufferTooSmall { needed: hdr + mss });
