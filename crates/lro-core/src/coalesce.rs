@@ -903,7 +903,16 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         } else {
             OutChecksum::AsReceived
         };
-        let len = e.frames.iter().map(|h| (h.end - h.start) as usize).sum();
+        // The head from offset 0 to its IP end, then each appended frame's payload: the link
+        // header plus the merged IP datagram (held frames' `start..end`, summed).
+        let len = e.l3 as usize + e.ip_len as usize;
+        debug_assert_eq!(
+            len,
+            e.frames
+                .iter()
+                .map(|h| (h.end - h.start) as usize)
+                .sum::<usize>()
+        );
         self.stats.flushes[reason.index()] += 1;
         self.stats.data_out += u64::from(e.payload_len > 0);
         self.stats.frames_out += count as u64;
@@ -1037,7 +1046,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(
     } else {
         wire::write_be16(b, l3 + wire::IPV4_TOTAL_LEN, ip_len as u16);
         wire::write_be16(b, l3 + wire::IPV4_CHECKSUM, 0);
-        let c = csum::finish(csum::sum(&b[l3..l4]));
+        let c = csum::finish(csum::sum_header(&b[l3..l4]));
         wire::write_be16(b, l3 + wire::IPV4_CHECKSUM, c);
     }
     b[l4 + wire::TCP_FLAGS] |= e.or_flags;
@@ -1056,7 +1065,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(
     let value = match config.checksum_out {
         OutChecksum::Partial => pseudo,
         OutChecksum::Full | OutChecksum::AsReceived => {
-            let hdr = csum::sum(&b[l4..payload]);
+            let hdr = csum::sum_header(&b[l4..payload]);
             csum::finish(csum::add(csum::add(pseudo, hdr), e.payload_sum))
         }
     };

@@ -23,8 +23,9 @@ pub fn sum(data: &[u8]) -> u16 {
     fold(sum_raw(data, 0))
 }
 
-/// [`sum`] specialised for header-sized data: TCP headers of 20 and 32 bytes (no options, and
-/// the aligned timestamp option) are summed with straight-line code.
+/// [`sum`] specialised for header-sized data: 20 and 32 bytes (an IPv4 header without options,
+/// TCP headers without options and with the aligned timestamp option) are summed with
+/// straight-line code; other lengths take the general path.
 #[inline]
 pub fn sum_header(data: &[u8]) -> u16 {
     #[inline(always)]
