@@ -10,6 +10,10 @@ use lro_fuzz::oracle::{self, Class};
 
 fn check(frame: &[u8], meta: &RxMeta) {
     let parsed = wire::parse(frame, meta);
+    // The engine's parser (fast path for plain Ethernet/IPv4/TCP) says exactly the same.
+    let mut into = wire::Parsed::EMPTY;
+    let fast = wire::parse_into(frame, meta, &mut into).map(|()| into);
+    assert_eq!(fast, parsed, "parse_into differs from parse");
     let reference = oracle::classify(frame, meta);
     let key = wire::flow_key(frame, meta);
     match (&parsed, &reference) {

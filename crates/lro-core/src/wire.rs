@@ -366,6 +366,27 @@ pub struct Parsed {
 }
 
 impl Parsed {
+    /// All fields zero: a place for [`parse_into`] to fill.
+    pub const EMPTY: Parsed = Parsed {
+        key: FlowKey::EMPTY,
+        l3: 0,
+        l4: 0,
+        payload: 0,
+        payload_len: 0,
+        ip_end: 0,
+        seq: 0,
+        ack: 0,
+        flags_word: 0,
+        flags: 0,
+        window: 0,
+        options: TcpOptions::None,
+        ttl: 0,
+        tos: 0,
+        df: false,
+        ip_id: 0,
+        ip_options: false,
+    };
+
     /// IP version 6?
     #[inline]
     pub fn is_v6(&self) -> bool {
@@ -420,6 +441,9 @@ fn malformed() -> Unparsed {
 
 /// Parses a frame's link, IP and TCP headers.
 ///
+/// [`parse_into`] is the same parse writing into a caller's [`Parsed`]: the engine's per-frame
+/// path, with a straight-line fast path for the common Ethernet / IPv4 / TCP frame.
+///
 /// # Errors
 /// [`Unparsed`] for anything that is not a well-formed TCP segment over IPv4/IPv6 (see
 /// [`PassReason`]). IPv4 options do not make it fail: they are reported in
@@ -434,6 +458,116 @@ fn malformed() -> Unparsed {
 // on every frame (measured: 15% of `push` in `lro bench`).
 #[inline(always)]
 pub fn parse(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unparsed> {
+    parse_general(frame, meta)
+}
+
+/// [`parse`] into `out`, which on success holds exactly what [`parse`] returns; on error its
+/// contents are unspecified.
+///
+/// Frames of the common shape (Ethernet without VLAN tags, IPv4 without options, TCP, not a
+/// fragment) take a straight-line path with one bounds check that stores each field once; any
+/// other frame takes the general parser. Measured with callgrind on `lro bench` (4 flows of
+/// IPv4 data and ACKs): 605 -> 524 instructions per frame in `push`, the difference being the
+/// general parser's branches, register spills and the copy of its returned `Parsed`.
+///
+/// # Errors
+/// As [`parse`].
+///
+/// ```
+/// use lro_core::{wire, RxMeta};
+/// let mut p = wire::Parsed::EMPTY;
+/// assert!(wire::parse_into(&[0u8; 5], &RxMeta::ethernet(0), &mut p).is_err());
+/// ```
+#[inline(always)]
+pub fn parse_into(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> Result<(), Unparsed> {
+    if parse_fast(frame, meta, out) {
+        Ok(())
+    } else {
+        parse_general_into(frame, meta, out)
+    }
+}
+
+/// The general parser behind [`parse_into`]. Not inlined: `out` then lives in memory, so the
+/// fast path writes its fields in place instead of through registers and a final copy.
+#[inline(never)]
+fn parse_general_into(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> Result<(), Unparsed> {
+    *out = parse_general(frame, meta)?;
+    Ok(())
+}
+
+/// Ethernet II without tags, IPv4 with IHL 5 and TCP: the whole of [`parse`] for that shape,
+/// reading the first 54 bytes as one array. Returns false (and may have written nothing) for
+/// any frame it does not cover; those go to the general parser, which decides what they are.
+#[inline(always)]
+fn parse_fast(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> bool {
+    const L3: usize = ETHERNET_LEN;
+    const L4: usize = L3 + IPV4_LEN;
+    if meta.link != LinkKind::Ethernet || meta.vlan_stripped.is_some() {
+        return false;
+    }
+    let Some(h) = frame.first_chunk::<{ L4 + TCP_LEN }>() else {
+        return false;
+    };
+    let frag = u16::from_be_bytes([h[L3 + ipv4_field::FRAG], h[L3 + ipv4_field::FRAG + 1]]);
+    if u16::from_be_bytes([h[12], h[13]]) != ETHERTYPE_IPV4
+        || h[L3] != 0x45
+        || h[L3 + ipv4_field::PROTO] != PROTO_TCP
+        || frag & !0x4000 != 0
+    {
+        return false;
+    }
+    let total = usize::from(u16::from_be_bytes([
+        h[L3 + ipv4_field::TOTAL_LEN],
+        h[L3 + ipv4_field::TOTAL_LEN + 1],
+    ]));
+    let ip_end = L3 + total;
+    let hlen = usize::from(h[L4 + 12] >> 4) * 4;
+    if ip_end > frame.len() || hlen < TCP_LEN || L4 + hlen > ip_end {
+        return false;
+    }
+    let options = match hlen {
+        TCP_LEN => TcpOptions::None,
+        32 => match frame.get(L4 + TCP_LEN..L4 + 32) {
+            Some([1, 1, 8, 10, v0, v1, v2, v3, e0, e1, e2, e3]) => TcpOptions::Timestamp {
+                val: u32::from_be_bytes([*v0, *v1, *v2, *v3]),
+                ecr: u32::from_be_bytes([*e0, *e1, *e2, *e3]),
+            },
+            _ => TcpOptions::Other,
+        },
+        _ => TcpOptions::Other,
+    };
+    let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let macs = u128::from(u64::from_be_bytes([
+        h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
+    ])) << 64
+        | u128::from(be32(8)) << 32;
+    out.key = FlowKey {
+        src: u128::from(be32(L3 + ipv4_field::SRC)) << 96,
+        dst: u128::from(be32(L3 + ipv4_field::DST)) << 96,
+        l2_ports: macs | u128::from(be32(L4)),
+        tags: 1 << 24 | 4 << 28,
+    };
+    out.l3 = L3 as u32;
+    out.l4 = L4 as u32;
+    out.payload = (L4 + hlen) as u32;
+    out.payload_len = (ip_end - L4 - hlen) as u32;
+    out.ip_end = ip_end as u32;
+    out.seq = be32(L4 + tcp_field::SEQ);
+    out.ack = be32(L4 + tcp_field::ACK);
+    out.flags_word = be32(L4 + 12);
+    out.flags = h[L4 + tcp_field::FLAGS];
+    out.window = u16::from_be_bytes([h[L4 + tcp_field::WINDOW], h[L4 + tcp_field::WINDOW + 1]]);
+    out.options = options;
+    out.ttl = h[L3 + ipv4_field::TTL];
+    out.tos = h[L3 + ipv4_field::TOS];
+    out.df = frag & 0x4000 != 0;
+    out.ip_id = u16::from_be_bytes([h[L3 + ipv4_field::ID], h[L3 + ipv4_field::ID + 1]]);
+    out.ip_options = false;
+    true
+}
+
+#[inline(always)]
+fn parse_general(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unparsed> {
     let mut tags: u128 = match meta.vlan_stripped {
         Some(tci) => u128::from(u32::from(ETHERTYPE_VLAN) << 16 | u32::from(tci)) << 96,
         None => 0,

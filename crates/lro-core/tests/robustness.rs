@@ -457,6 +457,7 @@ fn every_frame_of_the_tcpdump_test_captures() {
         let mut inputs = Vec::new();
         for (link, frame) in &packets {
             for (kind, bytes) in frames_for(*link, frame) {
+                assert_parsers_agree(&bytes);
                 for meta in metas(&bytes, kind) {
                     inputs.push(In::new(bytes.clone(), meta));
                 }
@@ -842,4 +843,81 @@ fn reordered_old_ack_and_its_repeat_are_not_superseded_wrongly() {
         Op::Push(3),
     ];
     run(&mut *e, &flushed, &ops, &config, 8);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine's parser (`parse_into`, with its fast path) against the general one.
+
+/// Every metadata variant the parser branches on.
+fn parse_metas() -> [RxMeta; 3] {
+    [
+        RxMeta::ethernet(0),
+        RxMeta::ethernet(0).with_vlan_stripped(7),
+        RxMeta::raw_ip(0),
+    ]
+}
+
+/// `parse_into` says exactly what `parse` says: the same `Parsed` on success, the same
+/// `Unparsed` (reason and flow hint) on failure.
+fn assert_parsers_agree(bytes: &[u8]) {
+    for meta in parse_metas() {
+        let mut p = wire::Parsed::EMPTY;
+        let got = wire::parse_into(bytes, &meta, &mut p).map(|()| p);
+        assert_eq!(got, wire::parse(bytes, &meta), "{meta:?} {bytes:02x?}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+    /// Frames of the fast path's shape and near misses: any header byte changed, cut short or
+    /// padded, with and without options.
+    #[test]
+    fn parse_into_agrees_with_parse(
+        options in 0u8..4,
+        payload_len in 0usize..64,
+        edits in proptest::collection::vec((0usize..80, proptest::num::u8::ANY), 0..4),
+        cut in proptest::option::of(0usize..140),
+        pad in 0usize..8,
+        vlan in proptest::bool::ANY,
+    ) {
+        let payload = &PAYLOAD[..payload_len];
+        let mut s = spec(40000).seq(1).ack(2).payload(payload);
+        s = match options {
+            0 => s,
+            1 => s.timestamps(3, 4),
+            2 => s.sack(&[(5, 6)]),
+            _ => s.timestamps(3, 4).sack(&[(7, 8)]),
+        };
+        if vlan {
+            s = s.vlan(TPID_8021Q, 5);
+        }
+        let mut b = build(&s);
+        b.extend(std::iter::repeat_n(0u8, pad));
+        for (at, v) in edits {
+            if let Some(x) = b.get_mut(at) {
+                *x = v;
+            }
+        }
+        if let Some(cut) = cut {
+            b.truncate(cut);
+        }
+        assert_parsers_agree(&b);
+    }
+}
+
+#[test]
+fn parse_into_agrees_with_parse_on_every_truncation_and_the_committed_frames() {
+    let full = build(&spec(40000).timestamps(1, 2).payload(&PAYLOAD[..100]));
+    for len in 0..=full.len() {
+        assert_parsers_agree(&full[..len]);
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("fixtures") {
+        let bytes = std::fs::read(entry.expect("entry").path()).expect("fixture");
+        assert_parsers_agree(&bytes);
+        n += 1;
+    }
+    assert!(n > 0, "no fixture in {}", dir.display());
 }
