@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use lro_core::rss::RssSorted;
-use lro_core::{Coalesce, Coalescer, Config, Policy, RxChecksum, RxMeta, Sink, Stats};
+use lro_core::{Coalesce, Coalescer, Config, OutChecksum, Policy, RxChecksum, RxMeta, Sink, Stats};
 
 use crate::capture::{Capture, FrameClass, Record};
 
@@ -70,6 +70,16 @@ pub(crate) enum CsumArg {
     Trust,
 }
 
+/// `--out-csum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OutCsumArg {
+    /// A complete TCP checksum in every coalesced segment.
+    Full,
+    /// Only the pseudo-header sum, as Linux GRO leaves it for CHECKSUM_PARTIAL: the output
+    /// pcap's merged segments then show "bad" TCP checksums to a reader expecting full ones.
+    Partial,
+}
+
 /// Engine settings common to every subcommand.
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub(crate) struct EngineArgs {
@@ -86,6 +96,9 @@ pub(crate) struct EngineArgs {
     /// Checksums: verify in software, or trust them as a NIC's offload would.
     #[arg(long, value_enum, default_value_t = CsumArg::Verify)]
     pub(crate) csum: CsumArg,
+    /// TCP checksum of coalesced segments: full, or the pseudo-header sum only.
+    #[arg(long, value_enum, default_value_t = OutCsumArg::Full)]
+    pub(crate) out_csum: OutCsumArg,
     /// Queue each burst and sort it by RSS hash type and hash (software Toeplitz) before
     /// coalescing, stream by stream (FreeBSD's RSS-optimised LRO); bursts of at most 1024.
     #[arg(long)]
@@ -95,10 +108,15 @@ pub(crate) struct EngineArgs {
 impl EngineArgs {
     /// The engine configuration (idle timeout set by the caller when holding).
     pub(crate) fn config(&self) -> Config {
-        match self.policy {
+        let mut config = match self.policy {
             PolicyArg::Gro => Config::gro(),
             PolicyArg::Lro => Config::lro(),
-        }
+        };
+        config.checksum_out = match self.out_csum {
+            OutCsumArg::Full => OutChecksum::Full,
+            OutCsumArg::Partial => OutChecksum::Partial,
+        };
+        config
     }
 
     /// Checks settings the argument parser cannot.

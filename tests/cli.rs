@@ -364,6 +364,75 @@ fn replay_small_capture_all_modes_keeps_bytes_and_checksums() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The pseudo-header sum (not complemented) of an IPv4 or IPv6 TCP frame, as
+/// `--out-csum partial` leaves it in a coalesced segment (Linux CHECKSUM_PARTIAL).
+fn pseudo_header_sum(link: u32, frame: &[u8]) -> u16 {
+    let s = parse(link, frame).expect("parses");
+    let Some(TransportSlice::Tcp(tcp)) = &s.transport else {
+        panic!("not TCP");
+    };
+    let addrs: Vec<u8> = match &s.net {
+        Some(NetSlice::Ipv4(ip)) => [ip.header().source(), ip.header().destination()].concat(),
+        Some(NetSlice::Ipv6(ip)) => [ip.header().source(), ip.header().destination()].concat(),
+        other => panic!("not IP: {other:?}"),
+    };
+    let words = addrs
+        .chunks(2)
+        .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])));
+    let mut acc: u64 = words.sum::<u64>() + 6 + tcp.slice().len() as u64;
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+#[test]
+fn out_csum_partial_leaves_the_pseudo_header_sum_in_coalesced_segments() {
+    let dir = temp_dir("partial");
+    let input = root().join(SMALL);
+    for csum in ["verify", "trust"] {
+        let full = dir.join(format!("full-{csum}.pcap"));
+        let partial = dir.join(format!("partial-{csum}.pcap"));
+        for (path, out) in [(&full, "full"), (&partial, "partial")] {
+            let args = [
+                "replay",
+                input.to_str().unwrap(),
+                "-o",
+                path.to_str().unwrap(),
+            ];
+            lro_json(&[&args[..], &["--csum", csum, "--out-csum", out]].concat());
+        }
+        let (full, partial) = (read_capture(&full), read_capture(&partial));
+        assert_eq!(full.frames.len(), partial.frames.len());
+        let mut rewritten = 0;
+        for (i, ((_, f), (_, p))) in full.frames.iter().zip(&partial.frames).enumerate() {
+            if f == p {
+                continue;
+            }
+            rewritten += 1;
+            let s = parse(full.link, f).expect("parses");
+            let Some(TransportSlice::Tcp(tcp)) = &s.transport else {
+                panic!("frame {i}: only TCP segments are rewritten");
+            };
+            let at = tcp.slice().as_ptr() as usize - f.as_ptr() as usize + 16;
+            assert_eq!(
+                f[..at],
+                p[..at],
+                "frame {i}: differs before the TCP checksum"
+            );
+            assert_eq!(
+                f[at + 2..],
+                p[at + 2..],
+                "frame {i}: differs after the TCP checksum"
+            );
+            let field = u16::from_be_bytes([p[at], p[at + 1]]);
+            assert_eq!(field, pseudo_header_sum(full.link, p), "frame {i}: {csum}");
+        }
+        assert!(rewritten > 0, "{csum}: no coalesced segment to compare");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn replay_default_capture_without_input() {
     let v = lro_json(&["replay"]);
