@@ -717,27 +717,23 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         meta: &RxMeta,
         pad_sum: u16,
     ) -> Result<u16, PassReason> {
-        if meta.checksum == RxChecksum::Verified && self.config.checksum_out == OutChecksum::Partial
-        {
-            // Nothing to check, and the payload sum is never used: `Partial` output writes
-            // only the pseudo-header sum.
-            return Ok(0);
-        }
         let l3 = p.l3 as usize;
         let l4 = p.l4 as usize;
         let payload = p.payload as usize;
         let ip_end = p.ip_end as usize;
-        let hdr_sum = csum::sum_header(&bytes[l4..payload]);
-        let pseudo_acc = p.key.pseudo_header_acc((ip_end - l4) as u32);
-        if meta.checksum == RxChecksum::Verified {
-            // The checksum field makes pseudo + header + payload sum to -0, so the payload's
-            // sum is the negation of the rest: no payload byte is read.
-            return Ok(csum::finish(csum::fold(u64::from(hdr_sum) + pseudo_acc)));
-        }
-        let pseudo = csum::fold(pseudo_acc);
+        let hdr_sum = || csum::sum_header(&bytes[l4..payload]);
+        let pseudo_acc = || p.key.pseudo_header_acc((ip_end - l4) as u32);
         match meta.checksum {
-            RxChecksum::Verified => Ok(csum::finish(csum::add(pseudo, hdr_sum))),
+            RxChecksum::Verified => Ok(match self.config.checksum_out {
+                // Nothing to check, and the payload sum is never used: `Partial` output
+                // writes only the pseudo-header sum.
+                OutChecksum::Partial => 0,
+                // The checksum field makes pseudo + header + payload sum to -0, so the
+                // payload's sum is the negation of the rest: no payload byte is read.
+                _ => csum::finish(csum::fold(u64::from(hdr_sum()) + pseudo_acc())),
+            }),
             RxChecksum::Complete(total) => {
+                let (hdr_sum, pseudo) = (hdr_sum(), csum::fold(pseudo_acc()));
                 // The NIC summed from the end of the Ethernet header (VLAN tags and IP header
                 // included) to the end of the frame, padding included.
                 let start = match meta.link {
@@ -763,6 +759,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if !self.config.verify_checksums {
                     return Err(PassReason::Unverified);
                 }
+                let (hdr_sum, pseudo) = (hdr_sum(), csum::fold(pseudo_acc()));
                 if !p.is_v6() && !csum::is_zero(csum::sum(&bytes[l3..l4])) {
                     return Err(PassReason::BadIpChecksum);
                 }
@@ -797,10 +794,11 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         if p.ttl != e.ttl || p.tos != e.tos || p.df != e.df {
             return Err(FlushReason::IpFields);
         }
-        let head = e.frames.first().map(|h| h.frame.as_ref()).unwrap_or(&[]);
+        // The head frame's bytes, read only where a comparison needs them.
+        let head = || e.frames.first().map(|h| h.frame.as_ref()).unwrap_or(&[]);
         if e.v6 {
             // Identical extension headers (`ipv6_gro_receive` memcmp).
-            let ours = head.get(e.l3 as usize + wire::IPV6_LEN..e.l4 as usize);
+            let ours = head().get(e.l3 as usize + wire::IPV6_LEN..e.l4 as usize);
             let theirs = bytes.get(p.l3 as usize + wire::IPV6_LEN..p.l4 as usize);
             if ours != theirs {
                 return Err(FlushReason::IpFields);
@@ -820,7 +818,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 }
                 // Options byte-identical to the head's (TSval included); same data offset is
                 // guaranteed by the flags word.
-                let ours = head.get(e.l4 as usize + wire::TCP_LEN..e.head_payload as usize);
+                let ours = head().get(e.l4 as usize + wire::TCP_LEN..e.head_payload as usize);
                 let theirs = bytes.get(p.l4 as usize + wire::TCP_LEN..p.payload as usize);
                 if ours != theirs {
                     return Err(FlushReason::Options);
