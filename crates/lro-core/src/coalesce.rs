@@ -721,8 +721,17 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         let l4 = p.l4 as usize;
         let payload = p.payload as usize;
         let ip_end = p.ip_end as usize;
-        let hdr_sum = || csum::sum_header(&bytes[l4..payload]);
-        let pseudo_acc = || p.key.pseudo_header_acc((ip_end - l4) as u32);
+        // Functions, not closures: a closure called from two arms was not inlined.
+        #[inline(always)]
+        fn hdr_sum(bytes: &[u8], l4: usize, payload: usize) -> u16 {
+            csum::sum_header(&bytes[l4..payload])
+        }
+        #[inline(always)]
+        fn pseudo_acc(p: &Parsed, l4: usize, ip_end: usize) -> u64 {
+            p.key.pseudo_header_acc((ip_end - l4) as u32)
+        }
+        let hdr_sum = || hdr_sum(bytes, l4, payload);
+        let pseudo_acc = || pseudo_acc(p, l4, ip_end);
         match meta.checksum {
             RxChecksum::Verified => Ok(match self.config.checksum_out {
                 // Nothing to check, and the payload sum is never used: `Partial` output
@@ -795,7 +804,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             return Err(FlushReason::IpFields);
         }
         // The head frame's bytes, read only where a comparison needs them.
-        let head = || e.frames.first().map(|h| h.frame.as_ref()).unwrap_or(&[]);
+        let head = || head_bytes(e);
         if e.v6 {
             // Identical extension headers (`ipv6_gro_receive` memcmp).
             let ours = head().get(e.l3 as usize + wire::IPV6_LEN..e.l4 as usize);
@@ -1025,6 +1034,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         }
         Verdict::Held
     }
+}
+
+/// The bytes of a held segment's first frame (empty when nothing is held).
+#[inline(always)]
+fn head_bytes<F: AsRef<[u8]>, const S: usize>(e: &Entry<F, S>) -> &[u8] {
+    e.frames.first().map(|h| h.frame.as_ref()).unwrap_or(&[])
 }
 
 /// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,
