@@ -201,10 +201,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let last = &rounds[rounds.len() - 1];
     let allocations: u64 = rounds.iter().map(|r| r.allocations).sum();
     let ratio = report::ratio(last.frames_in, last.frames_out);
-    let csum = match args.engine.csum {
-        crate::engine::CsumArg::Verify => "verify",
-        crate::engine::CsumArg::Trust => "trust",
-    };
+    let (csum, out_csum) = (args.engine.csum_name(), args.engine.out_csum_name());
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let v = json!({
@@ -213,6 +210,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             "burst": burst,
             "flows": args.engine.flows,
             "csum": csum,
+            "out_csum": out_csum,
             "rss_sort": args.engine.rss_sort,
             "rounds": args.rounds,
             "frames_in": last.frames_in,
@@ -226,7 +224,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     } else {
         writeln!(
             stdout,
-            "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {burst}{}, {} flows, checksums {csum})",
+            "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {burst}{}, {} flows, checksums {csum}, out {out_csum})",
             cap.name,
             last.frames_in,
             last.frames_out,

@@ -156,6 +156,22 @@ impl EngineArgs {
             _ => "lro",
         }
     }
+
+    /// `--csum` as printed in reports.
+    pub(crate) fn csum_name(&self) -> &'static str {
+        match self.csum {
+            CsumArg::Verify => "verify",
+            CsumArg::Trust => "trust",
+        }
+    }
+
+    /// `--out-csum` as printed in reports.
+    pub(crate) fn out_csum_name(&self) -> &'static str {
+        match self.out_csum {
+            OutCsumArg::Full => "full",
+            OutCsumArg::Partial => "partial",
+        }
+    }
 }
 
 /// Frames the `--rss-sort` queue holds: bursts up to this size are sorted whole.

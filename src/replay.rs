@@ -280,10 +280,8 @@ pub(crate) fn run(
         policy: engine_args.policy_name(),
         burst: engine_args.burst,
         flows: engine_args.flows,
-        csum: match engine_args.csum {
-            crate::engine::CsumArg::Verify => "verify",
-            crate::engine::CsumArg::Trust => "trust",
-        },
+        csum: engine_args.csum_name(),
+        out_csum: engine_args.out_csum_name(),
         hold_timeout_us: hold.hold.then_some(hold.timeout_us),
         rss_sort: engine_args.rss_sort,
         load_time,

@@ -21,6 +21,8 @@ pub(crate) struct RunInfo {
     pub(crate) flows: usize,
     /// `verify` or `trust`.
     pub(crate) csum: &'static str,
+    /// `full` or `partial`.
+    pub(crate) out_csum: &'static str,
     /// Idle timeout in microseconds when flows are held across bursts.
     pub(crate) hold_timeout_us: Option<u64>,
     /// Bursts sorted by RSS hash before coalescing.
@@ -82,7 +84,7 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     let _ = writeln!(t, "input        {} ({})", info.input, info.link);
     let _ = writeln!(
         t,
-        "engine       policy {}, burst {}{}, {} flows, checksums {}, {}",
+        "engine       policy {}, burst {}{}, {} flows, checksums {} (out {}), {}",
         info.policy,
         info.burst,
         if info.rss_sort {
@@ -92,6 +94,7 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
         },
         info.flows,
         info.csum,
+        info.out_csum,
         hold
     );
     let _ = writeln!(
@@ -164,6 +167,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "burst": info.burst,
         "flows": info.flows,
         "csum": info.csum,
+        "out_csum": info.out_csum,
         "hold": info.hold_timeout_us.is_some(),
         "rss_sort": info.rss_sort,
         "timeout_us": info.hold_timeout_us,

@@ -400,7 +400,8 @@ fn out_csum_partial_leaves_the_pseudo_header_sum_in_coalesced_segments() {
                 "-o",
                 path.to_str().unwrap(),
             ];
-            lro_json(&[&args[..], &["--csum", csum, "--out-csum", out]].concat());
+            let v = lro_json(&[&args[..], &["--csum", csum, "--out-csum", out]].concat());
+            assert_eq!(v["out_csum"], out, "{v}");
         }
         let (full, partial) = (read_capture(&full), read_capture(&partial));
         assert_eq!(full.frames.len(), partial.frames.len());
