@@ -103,7 +103,14 @@ fn bench_parse(c: &mut Criterion) {
     let mut g = c.benchmark_group("parse");
     g.throughput(Throughput::Elements(1));
     g.bench_function("lro_core::wire::parse", |b| {
-        b.iter(|| black_box(lro_core::wire::parse(black_box(&f), &meta).is_ok()))
+        b.iter(|| black_box(lro_core::wire::parse(black_box(&f), &meta)))
+    });
+    g.bench_function("lro_core::wire::parse_into", |b| {
+        let mut p = lro_core::wire::Parsed::EMPTY;
+        b.iter(|| {
+            let r = lro_core::wire::parse_into(black_box(&f), &meta, &mut p);
+            let _ = black_box((r, &p));
+        })
     });
     g.bench_function("etherparse::SlicedPacket", |b| {
         b.iter(|| black_box(etherparse::SlicedPacket::from_ethernet(black_box(&f)).is_ok()))
