@@ -103,6 +103,10 @@ pub(crate) struct EngineArgs {
     /// coalescing, stream by stream (FreeBSD's RSS-optimised LRO); bursts of at most 1024.
     #[arg(long)]
     pub(crate) rss_sort: bool,
+    /// Turn header prediction off: every frame through the parser and the flow lookup (the
+    /// output is the same; for comparing the cost of the two paths).
+    #[arg(long)]
+    pub(crate) no_prediction: bool,
 }
 
 impl EngineArgs {
@@ -116,7 +120,7 @@ impl EngineArgs {
             OutCsumArg::Full => OutChecksum::Full,
             OutCsumArg::Partial => OutChecksum::Partial,
         };
-        config
+        config.with_header_prediction(!self.no_prediction)
     }
 
     /// Checks settings the argument parser cannot.

@@ -131,6 +131,13 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
             s.trimmed, s.evictions
         );
     }
+    if s.predicted > 0 {
+        let _ = writeln!(
+            t,
+            "predicted    {} frames appended by header prediction",
+            s.predicted
+        );
+    }
     let passed = nonzero(PassReason::ALL.iter().map(|r| r.name()), &s.passed);
     let flushes = nonzero(FlushReason::ALL.iter().map(|r| r.name()), &s.flushes);
     let _ = writeln!(t, "passed alone {}", list(&passed));
@@ -183,6 +190,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "released": s.released,
         "trimmed": s.trimmed,
         "evictions": s.evictions,
+        "predicted": s.predicted,
         "ratio": ratio(s.frames_in, out),
         "passed": counters(PassReason::ALL.iter().map(|r| r.name()), &s.passed),
         "flushes": counters(FlushReason::ALL.iter().map(|r| r.name()), &s.flushes),

@@ -60,6 +60,16 @@ pub struct Config {
     /// Flush a segment held for at least this long since its first frame, checked when the flow
     /// receives a frame and in [`Coalesce::flush_idle`]. `None`: no limit.
     pub max_hold: Option<u64>,
+    /// Header prediction (on by default): a frame whose headers equal those of the segment the
+    /// previous frame joined, in every byte that must not change (addresses, ports, MACs, IP
+    /// and TCP fields, option layout), is checked and appended without the parser and the flow
+    /// lookup. Van Jacobson's TCP fast path applied to GRO: the common case of a run of one
+    /// flow's segments costs a fraction of the general path. It applies to untagged
+    /// Ethernet/IPv4 frames with hardware-verified checksums ([`RxChecksum::Verified`]); any
+    /// frame it cannot decide goes through the general path, and every decision it takes is
+    /// the one the general path takes (tested property by property). Off: every frame takes
+    /// the general path.
+    pub header_prediction: bool,
 }
 
 impl Config {
@@ -72,6 +82,7 @@ impl Config {
             max_ip_len: 65535,
             idle_timeout: None,
             max_hold: None,
+            header_prediction: true,
         }
     }
 
@@ -110,6 +121,13 @@ impl Config {
     /// The same configuration with a maximum hold time.
     pub const fn with_max_hold(mut self, max: u64) -> Self {
         self.max_hold = Some(max);
+        self
+    }
+
+    /// The same configuration with header prediction on or off (see
+    /// [`Config::header_prediction`]).
+    pub const fn with_header_prediction(mut self, on: bool) -> Self {
+        self.header_prediction = on;
         self
     }
 }
@@ -370,6 +388,82 @@ struct Entry<F, const S: usize> {
     absorbed: u16,
     first_time: u64,
     last_time: u64,
+    /// Whether header prediction may compare frames with the head, and how.
+    predict: Layout,
+    /// The head's first bytes, the template header prediction compares frames with.
+    template: [u8; PREDICT_LEN],
+}
+
+/// The head layouts header prediction covers (see [`Config::header_prediction`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Not covered: every frame of the flow takes the general path.
+    No,
+    /// Untagged Ethernet, IPv4 without options, TCP without options.
+    Plain,
+    /// The same with TCP options NOP, NOP, timestamps (the aligned form, RFC 7323 appendix A).
+    Timestamp,
+}
+
+/// Bytes of a frame header prediction compares: Ethernet, IPv4, TCP up to the timestamp
+/// values (54 or 58 bytes, rounded up to 64 for the comparison's sake).
+const PREDICT_LEN: usize = 64;
+
+/// Which header bytes must equal the head's for a frame to be predicted: `0xff` compared, `0`
+/// not. Free: IPv4 total length, ID and checksum; TCP sequence and ACK numbers, window,
+/// checksum and urgent pointer, FIN and PSH; the timestamp values. Everything else is part of
+/// the flow key or of a field the merge rules require to be equal to the head's (TOS, DF and
+/// fragment offset, TTL, data offset, flags, option layout).
+const fn predict_mask(header_len: usize) -> [u8; PREDICT_LEN] {
+    let mut m = [0u8; PREDICT_LEN];
+    let mut i = 0;
+    while i < header_len {
+        m[i] = 0xff;
+        i += 1;
+    }
+    const L3: usize = wire::ETHERNET_LEN;
+    const L4: usize = L3 + wire::IPV4_LEN;
+    let free: [(usize, usize); 4] = [
+        (L3 + 2, 4),  // total length, identification
+        (L3 + 10, 2), // header checksum
+        (L4 + 4, 8),  // sequence, acknowledgment
+        (L4 + 14, 6), // window, checksum, urgent pointer
+    ];
+    let mut f = 0;
+    while f < free.len() {
+        let (at, n) = free[f];
+        let mut j = at;
+        while j < at + n && j < PREDICT_LEN {
+            m[j] = 0;
+            j += 1;
+        }
+        f += 1;
+    }
+    m[L4 + 13] = !(tcp_flags::FIN | tcp_flags::PSH);
+    m
+}
+
+const MASK_PLAIN: [u8; PREDICT_LEN] =
+    predict_mask(wire::ETHERNET_LEN + wire::IPV4_LEN + wire::TCP_LEN);
+const MASK_TIMESTAMP: [u8; PREDICT_LEN] =
+    predict_mask(wire::ETHERNET_LEN + wire::IPV4_LEN + wire::TCP_LEN + 4);
+
+/// What a frame appended to a held segment brings, from the parser or header prediction.
+#[derive(Clone, Copy)]
+struct Appended {
+    /// Offset of its payload and of the end of its IP datagram.
+    payload: u32,
+    ip_end: u32,
+    payload_len: u32,
+    ack: u32,
+    window: u16,
+    ts: Option<(u32, u32)>,
+    flags: u8,
+    ip_id: u16,
+    /// Ones'-complement sum of its payload (zero when never used).
+    payload_sum: u16,
+    trimmed: bool,
+    time: u64,
 }
 
 impl<F, const S: usize> Entry<F, S> {
@@ -399,6 +493,8 @@ impl<F, const S: usize> Entry<F, S> {
         absorbed: 0,
         first_time: 0,
         last_time: 0,
+        predict: Layout::No,
+        template: [0; PREDICT_LEN],
     };
 }
 
@@ -479,6 +575,8 @@ pub struct Coalescer<F, const N: usize = 64, const S: usize = 64, const M: usize
     /// Earliest time at which some held segment reaches `max_hold` (`u64::MAX`: none).
     hold_deadline: u64,
     held: usize,
+    /// The entry the previous frame started or joined: header prediction's candidate.
+    hot: u16,
 }
 
 impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usize>
@@ -512,6 +610,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             stats: Stats::new(),
             hold_deadline: u64::MAX,
             held: 0,
+            hot: 0,
         }
     }
 
@@ -958,13 +1057,180 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         e.frames.clear();
     }
 
+    /// Appends a frame `check_merge` (or header prediction) accepted to the segment in `slot`.
+    #[inline(always)]
+    fn append<K: Sink<F> + ?Sized>(
+        &mut self,
+        slot: u16,
+        frame: F,
+        a: &Appended,
+        sink: &mut K,
+    ) -> Verdict {
+        let e = &mut self.entries[usize::from(slot)];
+        if e.data_frames == 1 && !e.v6 && a.ip_id == e.ip_id {
+            e.fixed_id = true;
+        }
+        e.payload_sum = csum::add_at_offset(e.payload_sum, a.payload_sum, e.payload_len as usize);
+        e.payload_len += a.payload_len;
+        e.ip_len += a.payload_len;
+        e.next_seq = e.next_seq.wrapping_add(a.payload_len);
+        e.or_flags |= a.flags & (tcp_flags::PSH | tcp_flags::FIN);
+        e.ack = a.ack;
+        e.window = a.window;
+        if a.ts.is_some() {
+            e.ts = a.ts;
+        }
+        let short = e.mss > 0 && a.payload_len < e.mss;
+        if e.mss == 0 {
+            e.mss = a.payload_len;
+        }
+        e.max_payload = e.max_payload.max(a.payload_len);
+        e.data_frames += 1;
+        e.last_time = a.time;
+        // `check_merge` (or `predict`) saw room for one more frame.
+        let _ = e.frames.push(Held {
+            frame,
+            start: a.payload,
+            end: a.ip_end,
+        });
+        self.held += 1;
+        if a.trimmed {
+            self.stats.trimmed += 1;
+        }
+        self.index.touch(slot);
+        self.hot = slot;
+        // Linux `out_check_final`: PSH/FIN or a short segment completes it.
+        if a.flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
+            self.flush_slot(slot, FlushReason::PushFin, sink);
+        } else if short {
+            self.flush_slot(slot, FlushReason::ShortSegment, sink);
+        }
+        Verdict::Merged
+    }
+
+    /// Header prediction (see [`Config::header_prediction`]): when the frame continues the
+    /// segment the previous frame joined and the general path would append it, the slot and
+    /// what to append; `None` when the general path has to decide. Changes nothing.
+    ///
+    /// Every condition of `check_alone` and `check_merge` for an appended data frame holds
+    /// here: equal masked bytes give the head's flow key, IP version, header lengths, TOS,
+    /// TTL, DF and fragment field, TCP flags but FIN/PSH (ACK set, no SYN, RST or URG) and
+    /// option layout; the rest is checked field by field below.
+    #[inline(always)]
+    fn predict(&self, bytes: &[u8], meta: &RxMeta) -> Option<(u16, Appended)> {
+        const L4: usize = wire::ETHERNET_LEN + wire::IPV4_LEN;
+        if !self.config.header_prediction
+            || meta.link != LinkKind::Ethernet
+            || meta.vlan_stripped.is_some()
+            || meta.checksum != RxChecksum::Verified
+        {
+            return None;
+        }
+        let slot = self.hot;
+        let e = self.entries.get(usize::from(slot))?;
+        let mask = match e.predict {
+            Layout::No => return None,
+            Layout::Plain => &MASK_PLAIN,
+            Layout::Timestamp => &MASK_TIMESTAMP,
+        };
+        let h = bytes.first_chunk::<PREDICT_LEN>()?;
+        let mut diff = 0u8;
+        for i in 0..PREDICT_LEN {
+            diff |= (h[i] ^ e.template[i]) & mask[i];
+        }
+        if diff != 0 || e.frames.is_empty() {
+            return None;
+        }
+        let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+        let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+        // No padding (a padded frame's trim is the general path's), and some payload.
+        let ip_end = wire::ETHERNET_LEN + usize::from(be16(wire::ETHERNET_LEN + 2));
+        let payload = e.head_payload as usize;
+        if ip_end != bytes.len() || ip_end <= payload {
+            return None;
+        }
+        let payload_len = (ip_end - payload) as u32;
+        if be32(L4 + 4) != e.next_seq
+            || e.ip_len + payload_len > u32::from(self.config.max_ip_len)
+            || e.frames.is_full()
+            || self
+                .config
+                .max_hold
+                .is_some_and(|max| meta.time.saturating_sub(e.first_time) >= max)
+        {
+            return None;
+        }
+        let ack = be32(L4 + 8);
+        let window = be16(L4 + 14);
+        let ip_id = be16(wire::ETHERNET_LEN + 4);
+        let ts = match e.predict {
+            Layout::Timestamp => {
+                let t = bytes.get(L4 + wire::TCP_LEN + 4..L4 + wire::TCP_LEN + 12)?;
+                Some((
+                    u32::from_be_bytes([t[0], t[1], t[2], t[3]]),
+                    u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
+                ))
+            }
+            _ => None,
+        };
+        match self.config.policy {
+            Policy::Gro => {
+                let offset = ip_id.wrapping_sub(e.ip_id);
+                let fixed = e.fixed_id || (e.data_frames == 1 && offset == 0);
+                let want = if fixed { 0 } else { e.data_frames };
+                if ack != e.ack
+                    || window != e.window
+                    || ts != e.ts
+                    || offset != want
+                    || payload_len > e.mss
+                {
+                    return None;
+                }
+            }
+            Policy::Lro => {
+                if (ack.wrapping_sub(e.ack) as i32) < 0 {
+                    return None;
+                }
+                if let (Some((val, _)), Some((held, _))) = (ts, e.ts) {
+                    if (val.wrapping_sub(held) as i32) < 0 {
+                        return None;
+                    }
+                }
+            }
+        }
+        let payload_sum = match self.config.checksum_out {
+            OutChecksum::Partial => 0,
+            _ => {
+                let hdr = csum::sum_header(bytes.get(L4..payload)?);
+                let pseudo = self.index.key(slot).pseudo_header_acc((ip_end - L4) as u32);
+                csum::finish(csum::fold(u64::from(hdr) + pseudo))
+            }
+        };
+        Some((
+            slot,
+            Appended {
+                payload: payload as u32,
+                ip_end: ip_end as u32,
+                payload_len,
+                ack,
+                window,
+                ts,
+                flags: h[L4 + 13],
+                ip_id,
+                payload_sum,
+                trimmed: false,
+                time: meta.time,
+            },
+        ))
+    }
+
     fn start<K: Sink<F> + ?Sized>(
         &mut self,
         frame: F,
         p: &Parsed,
         payload_sum: u16,
         trimmed: bool,
-        time: u64,
+        meta: &RxMeta,
         sink: &mut K,
     ) -> Verdict {
         let hash = p.key.hash();
@@ -992,7 +1258,15 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             // Unreachable with N >= 1, but never lose a frame.
             return self.deliver_alone(frame, PassReason::Malformed, Some(p), sink);
         };
+        let predict = layout(p, frame.as_ref(), meta);
         let e = &mut self.entries[usize::from(slot)];
+        if predict != Layout::No {
+            if let Some(h) = frame.as_ref().first_chunk::<PREDICT_LEN>() {
+                e.template = *h;
+            }
+        }
+        e.predict = predict;
+        self.hot = slot;
         let ts = match p.options {
             TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
             _ => None,
@@ -1020,8 +1294,8 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         e.payload_sum = payload_sum;
         e.payload_len = p.payload_len;
         e.absorbed = 0;
-        e.first_time = time;
-        e.last_time = time;
+        e.first_time = meta.time;
+        e.last_time = meta.time;
         // The entry's vector was emptied when it was last flushed, so this cannot fail.
         let _ = e.frames.push(Held {
             frame,
@@ -1030,9 +1304,40 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         });
         self.held += 1;
         if let Some(max) = self.config.max_hold {
-            self.hold_deadline = self.hold_deadline.min(time.saturating_add(max));
+            self.hold_deadline = self.hold_deadline.min(meta.time.saturating_add(max));
         }
         Verdict::Held
+    }
+}
+
+/// The layout header prediction sees in a segment's head (`No` when it does not cover it).
+#[inline(always)]
+fn layout(p: &Parsed, bytes: &[u8], meta: &RxMeta) -> Layout {
+    const L3: usize = wire::ETHERNET_LEN;
+    const L4: usize = L3 + wire::IPV4_LEN;
+    let Some(h) = bytes.first_chunk::<PREDICT_LEN>() else {
+        return Layout::No;
+    };
+    // The shape `wire::parse_into`'s fast path reads: untagged Ethernet, IPv4 with IHL 5,
+    // not a fragment, TCP.
+    if meta.link != LinkKind::Ethernet
+        || meta.vlan_stripped.is_some()
+        || p.l3 != L3 as u32
+        || p.l4 != L4 as u32
+        || h[12..14] != [0x08, 0x00]
+        || h[L3] != 0x45
+        || h[L3 + 6] & !0x40 != 0
+        || h[L3 + 7] != 0
+        || h[L3 + 9] != 6
+    {
+        return Layout::No;
+    }
+    match (p.payload as usize - L4, p.options) {
+        (wire::TCP_LEN, TcpOptions::None) => Layout::Plain,
+        (32, TcpOptions::Timestamp { .. }) if h[L4 + 20..L4 + 24] == [1, 1, 8, 10] => {
+            Layout::Timestamp
+        }
+        _ => Layout::No,
     }
 }
 
@@ -1097,6 +1402,11 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         self.stats.frames_in += 1;
         let bytes = frame.as_ref();
+        if let Some((slot, a)) = self.predict(bytes, meta) {
+            self.stats.data_in += 1;
+            self.stats.predicted += 1;
+            return self.append(slot, frame, &a, sink);
+        }
         // Filled in place (see `wire::parse_into`): a returned `Parsed` costs a copy per frame.
         let mut parsed = Parsed::EMPTY;
         if let Err(u) = wire::parse_into(bytes, meta, &mut parsed) {
@@ -1148,46 +1458,23 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                     return Verdict::Absorbed;
                 }
                 Ok(Merge::Append) => {
-                    let e = &mut self.entries[usize::from(slot)];
-                    if e.data_frames == 1 && !e.v6 && p.ip_id == e.ip_id {
-                        e.fixed_id = true;
-                    }
-                    e.payload_sum =
-                        csum::add_at_offset(e.payload_sum, payload_sum, e.payload_len as usize);
-                    e.payload_len += p.payload_len;
-                    e.ip_len += p.payload_len;
-                    e.next_seq = e.next_seq.wrapping_add(p.payload_len);
-                    e.or_flags |= p.flags & (tcp_flags::PSH | tcp_flags::FIN);
-                    e.ack = p.ack;
-                    e.window = p.window;
-                    if let TcpOptions::Timestamp { val, ecr } = p.options {
-                        e.ts = Some((val, ecr));
-                    }
-                    let short = e.mss > 0 && p.payload_len < e.mss;
-                    if e.mss == 0 {
-                        e.mss = p.payload_len;
-                    }
-                    e.max_payload = e.max_payload.max(p.payload_len);
-                    e.data_frames += 1;
-                    e.last_time = meta.time;
-                    // `check_merge` saw room for one more frame.
-                    let _ = e.frames.push(Held {
-                        frame,
-                        start: p.payload,
-                        end: p.ip_end,
-                    });
-                    self.held += 1;
-                    if trimmed {
-                        self.stats.trimmed += 1;
-                    }
-                    self.index.touch(slot);
-                    // Linux `out_check_final`: PSH/FIN or a short segment completes it.
-                    if p.flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
-                        self.flush_slot(slot, FlushReason::PushFin, sink);
-                    } else if short {
-                        self.flush_slot(slot, FlushReason::ShortSegment, sink);
-                    }
-                    return Verdict::Merged;
+                    let a = Appended {
+                        payload: p.payload,
+                        ip_end: p.ip_end,
+                        payload_len: p.payload_len,
+                        ack: p.ack,
+                        window: p.window,
+                        ts: match p.options {
+                            TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
+                            _ => None,
+                        },
+                        flags: p.flags,
+                        ip_id: p.ip_id,
+                        payload_sum,
+                        trimmed,
+                        time: meta.time,
+                    };
+                    return self.append(slot, frame, &a, sink);
                 }
                 Ok(Merge::Duplicate) => {
                     // The held segment goes first, then the duplicate on its own.
@@ -1197,7 +1484,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 Err(reason) => self.flush_slot(slot, reason, sink),
             }
         }
-        self.start(frame, p, payload_sum, trimmed, meta.time, sink)
+        self.start(frame, p, payload_sum, trimmed, meta, sink)
     }
 
     fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {

@@ -176,6 +176,9 @@ pub struct Stats {
     pub trimmed: u64,
     /// Flows evicted because the table was full (also counted in `flushes`).
     pub evictions: u64,
+    /// Frames appended by header prediction ([`Config::header_prediction`](crate::Config)):
+    /// how many frames skipped the parser and the flow lookup.
+    pub predicted: u64,
     /// Frames delivered on their own, by reason.
     pub passed: [u64; PassReason::COUNT],
     /// Held segments completed, by reason.
@@ -203,6 +206,7 @@ impl Stats {
             released: 0,
             trimmed: 0,
             evictions: 0,
+            predicted: 0,
             passed: [0; PassReason::COUNT],
             flushes: [0; FlushReason::COUNT],
         }
@@ -237,6 +241,7 @@ impl Stats {
         self.released += other.released;
         self.trimmed += other.trimmed;
         self.evictions += other.evictions;
+        self.predicted += other.predicted;
         for (a, b) in self.passed.iter_mut().zip(other.passed.iter()) {
             *a += b;
         }

@@ -183,6 +183,7 @@ fn no_allocation_on_push_and_flush() {
                 raw_twin: false,
                 truncate: true,
                 dup_mode: 0,
+                verified: false,
             };
             let sc = Scenario::build(
                 knobs,

@@ -14,7 +14,7 @@ use lro_core::testing::{
 };
 use lro_core::{
     Cause, Coalesce, Coalescer, Config, OutChecksum, Policy, RssHash, RssType, RxChecksum, RxMeta,
-    Segment, SegmentInfo, Sink, Verdict,
+    Segment, SegmentInfo, Sink, Stats, Verdict,
 };
 use std::collections::HashMap;
 
@@ -81,6 +81,9 @@ pub struct Knobs {
     /// know without per-flow memory after a flush). 2: the definition, against the
     /// flow's previous ACK whatever the engine holds.
     pub dup_mode: u8,
+    /// Every frame without a corrupted checksum arrives hardware-verified
+    /// (`RxChecksum::Verified`), the case header prediction covers.
+    pub verified: bool,
 }
 
 /// Description of one flow: seed bytes.
@@ -642,6 +645,7 @@ fn build_frame(
         }),
     };
     meta.checksum = match m >> 6 {
+        _ if knobs.verified && !corrupt => RxChecksum::Verified,
         1 if !corrupt => RxChecksum::Verified,
         2 => RxChecksum::Complete(testing::complete_checksum(&bytes, ethernet)),
         _ => RxChecksum::None,
@@ -688,7 +692,7 @@ fn build_frame(
 }
 
 /// What came out of the engine.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Out {
     /// A segment: its frames, contiguous bytes, chunks and info.
     Seg {
@@ -1376,6 +1380,58 @@ fn check_resegment(
         }
     }
     Ok(())
+}
+
+/// Runs a scenario with header prediction on and off (on the table shape the knobs choose)
+/// and requires the same sink events, verdicts and counters (the prediction counter apart);
+/// then checks the run with prediction. Returns how many frames were predicted.
+pub fn run_both_and_check(sc: &Scenario) -> Result<u64, String> {
+    fn go<const N: usize, const S: usize>(
+        sc: &Scenario,
+    ) -> Result<(Run, Stats, Run, Stats), String> {
+        let mut on: Box<Coalescer<TFrame, N, S>> =
+            Box::new(Coalescer::new(sc.config.with_header_prediction(true)));
+        let mut off: Box<Coalescer<TFrame, N, S>> =
+            Box::new(Coalescer::new(sc.config.with_header_prediction(false)));
+        let a = run(&mut *on, sc)?;
+        let b = run(&mut *off, sc)?;
+        Ok((a, on.stats().clone(), b, off.stats().clone()))
+    }
+    let (on, mut on_stats, off, off_stats) = if sc.knobs.small {
+        go::<4, 8>(sc)?
+    } else {
+        go::<64, 64>(sc)?
+    };
+    if off_stats.predicted != 0 {
+        return Err(format!(
+            "{} frames predicted with prediction off",
+            off_stats.predicted
+        ));
+    }
+    if let Some(i) = (0..on.rec.out.len().max(off.rec.out.len()))
+        .find(|&i| on.rec.out.get(i) != off.rec.out.get(i))
+    {
+        return Err(format!(
+            "sink event {i} differs: with prediction {:?}, without {:?}",
+            on.rec.out.get(i),
+            off.rec.out.get(i)
+        ));
+    }
+    if on.verdicts != off.verdicts {
+        return Err(format!(
+            "verdicts differ: with prediction {:?}, without {:?}",
+            on.verdicts, off.verdicts
+        ));
+    }
+    let predicted = on_stats.predicted;
+    on_stats.predicted = 0;
+    if on_stats != off_stats {
+        return Err(format!(
+            "counters differ: with prediction {on_stats:?}, without {off_stats:?}"
+        ));
+    }
+    check(sc, &on)?;
+    Ok(predicted)
 }
 
 /// Runs and checks a scenario on both table shapes chosen by the knobs.
