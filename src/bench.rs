@@ -6,6 +6,10 @@
 //! round needs fresh copies); only the calls that offer the burst to the engine and flush it
 //! are timed, with [`Instant`], and summed over the file. The sink does what a driver would do
 //! with a segment — count it and its bytes — and recycles the buffers.
+//!
+//! The buffers are slots of one arena, 64-byte aligned, like a driver's receive buffers (or
+//! DPDK's mbuf pool); the frame handle is a slot and the length of what the engine sees (a
+//! cooked-capture header is left out when copying).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -17,7 +21,7 @@ use serde_json::json;
 
 use crate::alloc_count;
 use crate::capture::{Capture, FrameClass};
-use crate::engine::{with_engine, EngineArgs, Frame, WithEngine};
+use crate::engine::{with_engine, EngineArgs, WithEngine};
 use crate::report;
 
 /// `lro bench` arguments.
@@ -37,21 +41,47 @@ pub(crate) struct BenchArgs {
 }
 
 /// A driver-like sink: counts segments and bytes, recycles every frame into the pool.
-struct CountSink<'p> {
+struct CountSink<'p, 'a> {
     segments: u64,
     bytes: u64,
-    pool: &'p mut Vec<Frame>,
+    pool: &'p mut Vec<Frame<'a>>,
 }
 
-impl Sink<Frame> for CountSink<'_> {
-    fn segment(&mut self, seg: Segment<'_, Frame>) {
+/// The frame handle of the benchmark: a buffer slot of the arena and the length in use.
+struct Frame<'a> {
+    slot: &'a mut [u8],
+    len: usize,
+}
+
+impl Frame<'_> {
+    /// Copies a frame into the slot (the arena's slots hold the largest frame of the input).
+    fn fill(&mut self, bytes: &[u8]) {
+        self.len = bytes.len().min(self.slot.len());
+        self.slot[..self.len].copy_from_slice(&bytes[..self.len]);
+    }
+}
+
+impl AsRef<[u8]> for Frame<'_> {
+    fn as_ref(&self) -> &[u8] {
+        &self.slot[..self.len]
+    }
+}
+
+impl AsMut<[u8]> for Frame<'_> {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.slot[..self.len]
+    }
+}
+
+impl<'a> Sink<Frame<'a>> for CountSink<'_, 'a> {
+    fn segment(&mut self, seg: Segment<'_, Frame<'a>>) {
         self.segments += 1;
         self.bytes += seg.len() as u64;
         // The pool has room for every frame in flight: no allocation here.
         self.pool.extend(seg.into_frames());
     }
 
-    fn release(&mut self, frame: Frame) {
+    fn release(&mut self, frame: Frame<'a>) {
         self.pool.push(frame);
     }
 }
@@ -65,13 +95,13 @@ struct Round {
 }
 
 /// One full pass over `frames` in bursts; only the engine calls are timed.
-fn round<E: Coalesce<Frame>>(
+fn round<'a, E: Coalesce<Frame<'a>>>(
     engine: &mut E,
-    frames: &[(&[u8], usize, RxMeta)],
+    frames: &[(&[u8], RxMeta)],
     burst: usize,
-    pool: &mut Vec<Frame>,
-    batch: &mut Vec<(Frame, RxMeta)>,
-) -> Round {
+    pool: &mut Vec<Frame<'a>>,
+    batch: &mut Vec<Frame<'a>>,
+) -> Result<Round> {
     let mut time = Duration::ZERO;
     let mut allocations = 0;
     let mut sink = CountSink {
@@ -81,48 +111,52 @@ fn round<E: Coalesce<Frame>>(
     };
     for chunk in frames.chunks(burst) {
         // Not timed: fresh copies of the burst's frames in recycled buffers.
-        for &(bytes, skip, meta) in chunk {
-            let mut f = sink.pool.pop().unwrap_or_default();
-            f.fill(bytes, skip, meta.time);
-            batch.push((f, meta));
+        for &(bytes, _) in chunk {
+            // The pool holds a slot for every frame of a burst (all come back each burst).
+            let Some(mut f) = sink.pool.pop() else {
+                anyhow::bail!("internal error: a frame of the previous burst did not come back");
+            };
+            f.fill(bytes);
+            batch.push(f);
         }
         let a0 = alloc_count::allocations();
         let t0 = Instant::now();
-        for (f, meta) in batch.drain(..) {
-            engine.push(f, &meta, &mut sink);
+        for (f, (_, meta)) in batch.drain(..).zip(chunk) {
+            engine.push(f, meta, &mut sink);
         }
         engine.flush_all(&mut sink);
         time += t0.elapsed();
         allocations += alloc_count::allocations() - a0;
     }
-    Round {
+    Ok(Round {
         time,
         frames_in: frames.len() as u64,
         frames_out: sink.segments,
         allocations,
-    }
+    })
 }
 
 /// Every round on one engine, as a job for [`with_engine`].
-struct Rounds<'a, 'f> {
-    frames: &'a [(&'f [u8], usize, RxMeta)],
+struct Rounds<'a, 'f, 'm> {
+    frames: &'a [(&'f [u8], RxMeta)],
     burst: usize,
     rounds: u64,
-    pool: &'a mut Vec<Frame>,
-    batch: &'a mut Vec<(Frame, RxMeta)>,
+    pool: &'a mut Vec<Frame<'m>>,
+    batch: &'a mut Vec<Frame<'m>>,
     bar: &'a indicatif::ProgressBar,
 }
 
-impl WithEngine for Rounds<'_, '_> {
+impl<'m> WithEngine for Rounds<'_, '_, 'm> {
+    type Frame = Frame<'m>;
     type Out = Result<Vec<Round>>;
 
-    fn run<E: Coalesce<Frame>>(self, engine: &mut E) -> Result<Vec<Round>> {
+    fn run<E: Coalesce<Frame<'m>>>(self, engine: &mut E) -> Result<Vec<Round>> {
         // A warm-up pass (caches, branch predictors, page faults of the buffers), not counted.
-        round(engine, self.frames, self.burst, self.pool, self.batch);
+        round(engine, self.frames, self.burst, self.pool, self.batch)?;
         let mut rounds = Vec::new();
         for _ in 0..self.rounds {
             let before = engine.stats().clone();
-            let r = round(engine, self.frames, self.burst, self.pool, self.batch);
+            let r = round(engine, self.frames, self.burst, self.pool, self.batch)?;
             let after = engine.stats();
             let segments = after.segments - before.segments;
             anyhow::ensure!(
@@ -142,13 +176,12 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     args.engine.validate()?;
     let cap = Capture::load(args.input.as_deref())?;
     // Frames that bypass the engine (cooked-capture frames that are not IP) are not measured.
-    let frames: Vec<(&[u8], usize, RxMeta)> = cap
+    let frames: Vec<(&[u8], RxMeta)> = cap
         .records
         .iter()
         .filter_map(|r| match r.class {
             FrameClass::Engine { link, skip } => Some((
-                cap.frame(r),
-                usize::from(skip),
+                cap.frame(r).get(usize::from(skip)..).unwrap_or(&[]),
                 args.engine.meta(link, r.ts_ns),
             )),
             FrameClass::NotIp => None,
@@ -163,16 +196,19 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let burst = usize::try_from(args.engine.burst)
         .unwrap_or(usize::MAX)
         .min(frames.len());
-    // Working buffers, allocated once: every frame of a burst comes back before the next one.
-    let mut pool: Vec<Frame> = Vec::with_capacity(2 * burst);
-    for _ in 0..burst {
-        pool.push(Frame {
-            buf: Vec::with_capacity(cap.max_len),
-            skip: 0,
-            ts_ns: 0,
-        });
-    }
-    let mut batch: Vec<(Frame, RxMeta)> = Vec::with_capacity(burst);
+    // Working buffers, allocated once as one arena of 64-byte aligned slots: every frame of a
+    // burst comes back before the next one.
+    let stride = cap.max_len.max(1).next_multiple_of(64);
+    let mut arena = vec![0u8; (burst + 1) * stride];
+    let skew = arena.as_ptr().align_offset(64).min(stride);
+    let mut pool: Vec<Frame<'_>> = Vec::with_capacity(2 * burst);
+    pool.extend(
+        arena[skew..]
+            .chunks_exact_mut(stride)
+            .take(burst)
+            .map(|slot| Frame { slot, len: 0 }),
+    );
+    let mut batch: Vec<Frame<'_>> = Vec::with_capacity(burst);
     let config = args.engine.config();
 
     let bar = crate::progress::bar(frames.len() as u64 * args.rounds);

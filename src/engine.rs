@@ -183,10 +183,12 @@ pub(crate) const RSS_QUEUE: usize = 1024;
 
 /// Something to do with an engine, whatever its table size and wrapping (a generic closure).
 pub(crate) trait WithEngine {
+    /// The frame handle the engine holds.
+    type Frame: AsRef<[u8]> + AsMut<[u8]>;
     /// What it returns.
     type Out;
     /// Does it.
-    fn run<E: Coalesce<Frame>>(self, engine: &mut E) -> Self::Out;
+    fn run<E: Coalesce<Self::Frame>>(self, engine: &mut E) -> Self::Out;
 }
 
 /// Builds the engine `args` ask for (table size, optional RSS-sorting wrapper) with `config`
@@ -201,13 +203,13 @@ pub(crate) fn with_engine<W: WithEngine>(
             // The table is built at compile time (`Coalescer::new` is const), then configured:
             // a 1024-flow table is megabytes, too large to build on the stack.
             let mut inner =
-                Box::new(const { Coalescer::<Frame, N, FRAMES_PER_FLOW>::new(Config::lro()) });
+                Box::new(const { Coalescer::<W::Frame, N, FRAMES_PER_FLOW>::new(Config::lro()) });
             inner.set_config(config);
-            let mut engine = Box::new(RssSorted::<_, Frame, RSS_QUEUE>::new(&mut *inner));
+            let mut engine = Box::new(RssSorted::<_, W::Frame, RSS_QUEUE>::new(&mut *inner));
             job.run(&mut *engine)
         } else {
             let mut engine =
-                Box::new(const { Coalescer::<Frame, N, FRAMES_PER_FLOW>::new(Config::lro()) });
+                Box::new(const { Coalescer::<W::Frame, N, FRAMES_PER_FLOW>::new(Config::lro()) });
             engine.set_config(config);
             job.run(&mut *engine)
         }

@@ -197,6 +197,7 @@ struct Job<'a> {
 }
 
 impl WithEngine for Job<'_> {
+    type Frame = Frame;
     type Out = Stats;
 
     fn run<E: lro_core::Coalesce<Frame>>(self, engine: &mut E) -> Stats {

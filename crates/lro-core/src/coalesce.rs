@@ -392,6 +392,8 @@ struct Entry<F, const S: usize> {
     predict: Layout,
     /// The head's first bytes, the template header prediction compares frames with.
     template: [u8; PREDICT_LEN],
+    /// The flow's pseudo-header sum without the TCP length (`FlowKey::pseudo_header_base`).
+    pseudo_base: u64,
 }
 
 /// The head layouts header prediction covers (see [`Config::header_prediction`]).
@@ -495,6 +497,7 @@ impl<F, const S: usize> Entry<F, S> {
         last_time: 0,
         predict: Layout::No,
         template: [0; PREDICT_LEN],
+        pseudo_base: 0,
     };
 }
 
@@ -1057,6 +1060,96 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         e.frames.clear();
     }
 
+    /// Everything header prediction does not decide: parse, look the flow up, check, merge or
+    /// deliver. Out of line, so the predicted path keeps a small frame of its own.
+    #[inline(never)]
+    fn push_general<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        meta: &RxMeta,
+        sink: &mut K,
+    ) -> Verdict {
+        let bytes = frame.as_ref();
+        // Filled in place (see `wire::parse_into`): a returned `Parsed` costs a copy per frame.
+        let mut parsed = Parsed::EMPTY;
+        if let Err(u) = wire::parse_into(bytes, meta, &mut parsed) {
+            self.flush_for_hint(&u.hint, sink);
+            return self.deliver_alone(frame, u.reason, None, sink);
+        }
+        let p = &parsed;
+        self.stats.data_in += u64::from(p.payload_len > 0);
+        // The table hashes the key itself: a NIC hash that differs between frames of one flow
+        // (or a hostile one) must not be able to split a flow and reorder it.
+        let slot = self.index.find(p.key.hash(), &p.key);
+        let (payload_sum, trimmed) = match self.check_alone(p, bytes, meta) {
+            Ok(v) => v,
+            Err(reason) => {
+                if let Some(slot) = slot {
+                    self.flush_slot(slot, FlushReason::Unmergeable, sink);
+                }
+                return self.deliver_alone(frame, reason, Some(p), sink);
+            }
+        };
+        if let Some(slot) = slot {
+            let e = &self.entries[usize::from(slot)];
+            let expired = self
+                .config
+                .max_hold
+                .is_some_and(|max| meta.time.saturating_sub(e.first_time) >= max);
+            let decision = if expired {
+                Err(FlushReason::MaxHold)
+            } else {
+                self.check_merge(e, p, bytes)
+            };
+            match decision {
+                Ok(Merge::Absorb) => {
+                    let e = &mut self.entries[usize::from(slot)];
+                    e.ack = p.ack;
+                    e.window = p.window;
+                    if let TcpOptions::Timestamp { val, ecr } = p.options {
+                        e.ts = Some((val, ecr));
+                    }
+                    e.absorbed += 1;
+                    e.last_time = meta.time;
+                    self.index.touch(slot);
+                    self.stats.acks_merged += 1;
+                    self.stats.released += 1;
+                    if trimmed {
+                        self.stats.trimmed += 1;
+                    }
+                    sink.release(frame);
+                    return Verdict::Absorbed;
+                }
+                Ok(Merge::Append) => {
+                    let a = Appended {
+                        payload: p.payload,
+                        ip_end: p.ip_end,
+                        payload_len: p.payload_len,
+                        ack: p.ack,
+                        window: p.window,
+                        ts: match p.options {
+                            TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
+                            _ => None,
+                        },
+                        flags: p.flags,
+                        ip_id: p.ip_id,
+                        payload_sum,
+                        trimmed,
+                        time: meta.time,
+                    };
+                    return self.append(slot, frame, &a, sink);
+                }
+                Ok(Merge::Duplicate) => {
+                    // The held segment goes first, then the duplicate on its own.
+                    self.flush_slot(slot, FlushReason::Unmergeable, sink);
+                    return self.deliver_alone(frame, PassReason::DupAck, Some(p), sink);
+                }
+                Err(reason) => self.flush_slot(slot, reason, sink),
+            }
+        }
+        self.start(frame, p, payload_sum, trimmed, meta, sink)
+    }
+
     /// Appends a frame `check_merge` (or header prediction) accepted to the segment in `slot`.
     #[inline(always)]
     fn append<K: Sink<F> + ?Sized>(
@@ -1202,7 +1295,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             OutChecksum::Partial => 0,
             _ => {
                 let hdr = csum::sum_header(bytes.get(L4..payload)?);
-                let pseudo = self.index.key(slot).pseudo_header_acc((ip_end - L4) as u32);
+                let pseudo = wire::pseudo_header_acc_from(e.pseudo_base, (ip_end - L4) as u32);
                 csum::finish(csum::fold(u64::from(hdr) + pseudo))
             }
         };
@@ -1266,6 +1359,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             }
         }
         e.predict = predict;
+        e.pseudo_base = p.key.pseudo_header_base();
         self.hot = slot;
         let ts = match p.options {
             TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
@@ -1401,90 +1495,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
 {
     fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         self.stats.frames_in += 1;
-        let bytes = frame.as_ref();
-        if let Some((slot, a)) = self.predict(bytes, meta) {
+        if let Some((slot, a)) = self.predict(frame.as_ref(), meta) {
             self.stats.data_in += 1;
             self.stats.predicted += 1;
             return self.append(slot, frame, &a, sink);
         }
-        // Filled in place (see `wire::parse_into`): a returned `Parsed` costs a copy per frame.
-        let mut parsed = Parsed::EMPTY;
-        if let Err(u) = wire::parse_into(bytes, meta, &mut parsed) {
-            self.flush_for_hint(&u.hint, sink);
-            return self.deliver_alone(frame, u.reason, None, sink);
-        }
-        let p = &parsed;
-        self.stats.data_in += u64::from(p.payload_len > 0);
-        // The table hashes the key itself: a NIC hash that differs between frames of one flow
-        // (or a hostile one) must not be able to split a flow and reorder it.
-        let slot = self.index.find(p.key.hash(), &p.key);
-        let (payload_sum, trimmed) = match self.check_alone(p, bytes, meta) {
-            Ok(v) => v,
-            Err(reason) => {
-                if let Some(slot) = slot {
-                    self.flush_slot(slot, FlushReason::Unmergeable, sink);
-                }
-                return self.deliver_alone(frame, reason, Some(p), sink);
-            }
-        };
-        if let Some(slot) = slot {
-            let e = &self.entries[usize::from(slot)];
-            let expired = self
-                .config
-                .max_hold
-                .is_some_and(|max| meta.time.saturating_sub(e.first_time) >= max);
-            let decision = if expired {
-                Err(FlushReason::MaxHold)
-            } else {
-                self.check_merge(e, p, bytes)
-            };
-            match decision {
-                Ok(Merge::Absorb) => {
-                    let e = &mut self.entries[usize::from(slot)];
-                    e.ack = p.ack;
-                    e.window = p.window;
-                    if let TcpOptions::Timestamp { val, ecr } = p.options {
-                        e.ts = Some((val, ecr));
-                    }
-                    e.absorbed += 1;
-                    e.last_time = meta.time;
-                    self.index.touch(slot);
-                    self.stats.acks_merged += 1;
-                    self.stats.released += 1;
-                    if trimmed {
-                        self.stats.trimmed += 1;
-                    }
-                    sink.release(frame);
-                    return Verdict::Absorbed;
-                }
-                Ok(Merge::Append) => {
-                    let a = Appended {
-                        payload: p.payload,
-                        ip_end: p.ip_end,
-                        payload_len: p.payload_len,
-                        ack: p.ack,
-                        window: p.window,
-                        ts: match p.options {
-                            TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
-                            _ => None,
-                        },
-                        flags: p.flags,
-                        ip_id: p.ip_id,
-                        payload_sum,
-                        trimmed,
-                        time: meta.time,
-                    };
-                    return self.append(slot, frame, &a, sink);
-                }
-                Ok(Merge::Duplicate) => {
-                    // The held segment goes first, then the duplicate on its own.
-                    self.flush_slot(slot, FlushReason::Unmergeable, sink);
-                    return self.deliver_alone(frame, PassReason::DupAck, Some(p), sink);
-                }
-                Err(reason) => self.flush_slot(slot, reason, sink),
-            }
-        }
-        self.start(frame, p, payload_sum, trimmed, meta, sink)
+        self.push_general(frame, meta, sink)
     }
 
     fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {

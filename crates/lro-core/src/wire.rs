@@ -291,15 +291,27 @@ impl FlowKey {
     /// other sums before one final fold.
     #[inline]
     pub fn pseudo_header_acc(&self, tcp_len: u32) -> u64 {
+        pseudo_header_acc_from(self.pseudo_header_base(), tcp_len)
+    }
+
+    /// The part of [`FlowKey::pseudo_header_acc`] that is the same for every frame of the flow
+    /// (addresses and protocol), for [`pseudo_header_acc_from`].
+    #[inline]
+    pub(crate) fn pseudo_header_base(&self) -> u64 {
         // IPv4 addresses sit in the top 32 bits with zeros below: the same word sum serves both.
         let half = |x: u128| {
             let (s, c) = (x as u64).overflowing_add((x >> 64) as u64);
             s + u64::from(c)
         };
         let (s, c) = half(self.src).overflowing_add(half(self.dst));
-        let acc = u64::from(csum::fold(s + u64::from(c)));
-        acc + 6 + u64::from(tcp_len >> 16) + u64::from(tcp_len & 0xffff)
+        u64::from(csum::fold(s + u64::from(c))) + 6
     }
+}
+
+/// [`FlowKey::pseudo_header_acc`] from the flow's [`FlowKey::pseudo_header_base`].
+#[inline(always)]
+pub(crate) fn pseudo_header_acc_from(base: u64, tcp_len: u32) -> u64 {
+    base + u64::from(tcp_len >> 16) + u64::from(tcp_len & 0xffff)
 }
 
 fn to_v6(a: IpAddr) -> Ipv6Addr {
