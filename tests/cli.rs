@@ -434,6 +434,59 @@ fn out_csum_partial_leaves_the_pseudo_header_sum_in_coalesced_segments() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Header prediction changes the cost, never the output: with trusted checksums (where it
+/// applies) both policies write byte-identical captures and the same counters with it on and
+/// off, and it does take most data frames of the committed captures.
+#[test]
+fn header_prediction_changes_nothing_but_the_path() {
+    let dir = temp_dir("prediction");
+    for input in [root().join(SMALL), root().join(DEFAULT)] {
+        for policy in ["lro", "gro"] {
+            for out in ["full", "partial"] {
+                let on = dir.join(format!("on-{policy}-{out}.pcap"));
+                let off = dir.join(format!("off-{policy}-{out}.pcap"));
+                let run = |path: &Path, extra: &[&str]| {
+                    let args = [
+                        "replay",
+                        input.to_str().unwrap(),
+                        "-o",
+                        path.to_str().unwrap(),
+                        "--csum",
+                        "trust",
+                        "--policy",
+                        policy,
+                        "--out-csum",
+                        out,
+                    ];
+                    lro_json(&[&args[..], extra].concat())
+                };
+                let mut v_on = run(&on, &[]);
+                let mut v_off = run(&off, &["--no-prediction"]);
+                let what = format!("{} {policy} {out}", input.display());
+                assert_eq!(u(&v_off, "predicted"), 0, "{what}");
+                assert!(
+                    u(&v_on, "predicted") * 2 > u(&v_on, "data_frames_in"),
+                    "{what}: only {} of {} data frames predicted",
+                    u(&v_on, "predicted"),
+                    u(&v_on, "data_frames_in")
+                );
+                for v in [&mut v_on, &mut v_off] {
+                    let o = v.as_object_mut().unwrap();
+                    for k in ["predicted", "load_ms", "run_ms", "output"] {
+                        o.remove(k);
+                    }
+                }
+                assert_eq!(v_on, v_off, "{what}: counters differ");
+                assert!(
+                    std::fs::read(&on).unwrap() == std::fs::read(&off).unwrap(),
+                    "{what}: output captures differ"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn replay_default_capture_without_input() {
     let v = lro_json(&["replay"]);

@@ -394,6 +394,9 @@ struct Entry<F, const S: usize> {
     template: [u8; PREDICT_LEN],
     /// The flow's pseudo-header sum without the TCP length (`FlowKey::pseudo_header_base`).
     pseudo_base: u64,
+    /// The flow key's hash (the key itself stays in the index slot of the same number, also
+    /// once the segment is delivered, until the slot is reused).
+    hash: u32,
 }
 
 /// The head layouts header prediction covers (see [`Config::header_prediction`]).
@@ -450,9 +453,35 @@ const MASK_PLAIN: [u8; PREDICT_LEN] =
 const MASK_TIMESTAMP: [u8; PREDICT_LEN] =
     predict_mask(wire::ETHERNET_LEN + wire::IPV4_LEN + wire::TCP_LEN + 4);
 
+/// What the head of a new segment brings, from the parser or header prediction.
+struct Head {
+    l3: u32,
+    l4: u32,
+    payload: u32,
+    ip_end: u32,
+    seq: u32,
+    payload_len: u32,
+    ack: u32,
+    window: u16,
+    ts: Option<(u32, u32)>,
+    flags_word: u32,
+    ttl: u8,
+    tos: u8,
+    df: bool,
+    v6: bool,
+    ip_id: u16,
+    payload_sum: u16,
+    layout: Layout,
+    pseudo_base: u64,
+    hash: u32,
+}
+
 /// What a frame appended to a held segment brings, from the parser or header prediction.
 #[derive(Clone, Copy)]
 struct Appended {
+    /// Its sequence number and TCP flags word (for a predicted segment start).
+    seq: u32,
+    flags_word: u32,
     /// Offset of its payload and of the end of its IP datagram.
     payload: u32,
     ip_end: u32,
@@ -498,6 +527,7 @@ impl<F, const S: usize> Entry<F, S> {
         predict: Layout::No,
         template: [0; PREDICT_LEN],
         pseudo_base: 0,
+        hash: 0,
     };
 }
 
@@ -1122,6 +1152,8 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 }
                 Ok(Merge::Append) => {
                     let a = Appended {
+                        seq: p.seq,
+                        flags_word: p.flags_word,
                         payload: p.payload,
                         ip_end: p.ip_end,
                         payload_len: p.payload_len,
@@ -1202,15 +1234,17 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     }
 
     /// Header prediction (see [`Config::header_prediction`]): when the frame continues the
-    /// segment the previous frame joined and the general path would append it, the slot and
-    /// what to append; `None` when the general path has to decide. Changes nothing.
+    /// segment the previous frame started or joined and the general path would append it, or
+    /// that segment was delivered and the general path would start the flow's next segment with
+    /// the frame, the entry, whether it is such a start, and what the frame brings; `None` when
+    /// the general path has to decide. Changes nothing.
     ///
-    /// Every condition of `check_alone` and `check_merge` for an appended data frame holds
+    /// Every condition of `check_alone` and `check_merge` (or `start`) for such a frame holds
     /// here: equal masked bytes give the head's flow key, IP version, header lengths, TOS,
     /// TTL, DF and fragment field, TCP flags but FIN/PSH (ACK set, no SYN, RST or URG) and
     /// option layout; the rest is checked field by field below.
     #[inline(always)]
-    fn predict(&self, bytes: &[u8], meta: &RxMeta) -> Option<(u16, Appended)> {
+    fn predict(&self, bytes: &[u8], meta: &RxMeta) -> Option<(u16, bool, Appended)> {
         const L4: usize = wire::ETHERNET_LEN + wire::IPV4_LEN;
         if !self.config.header_prediction
             || meta.link != LinkKind::Ethernet
@@ -1231,7 +1265,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         for i in 0..PREDICT_LEN {
             diff |= (h[i] ^ e.template[i]) & mask[i];
         }
-        if diff != 0 || e.frames.is_empty() {
+        if diff != 0 {
             return None;
         }
         let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
@@ -1243,19 +1277,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             return None;
         }
         let payload_len = (ip_end - payload) as u32;
-        if be32(L4 + 4) != e.next_seq
-            || e.ip_len + payload_len > u32::from(self.config.max_ip_len)
-            || e.frames.is_full()
-            || self
-                .config
-                .max_hold
-                .is_some_and(|max| meta.time.saturating_sub(e.first_time) >= max)
-        {
-            return None;
-        }
+        let seq = be32(L4 + 4);
         let ack = be32(L4 + 8);
+        let flags_word = be32(L4 + 12);
         let window = be16(L4 + 14);
         let ip_id = be16(wire::ETHERNET_LEN + 4);
+        let flags = h[L4 + 13];
         let ts = match e.predict {
             Layout::Timestamp => {
                 let t = bytes.get(L4 + wire::TCP_LEN + 4..L4 + wire::TCP_LEN + 12)?;
@@ -1266,27 +1293,49 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             }
             _ => None,
         };
-        match self.config.policy {
-            Policy::Gro => {
-                let offset = ip_id.wrapping_sub(e.ip_id);
-                let fixed = e.fixed_id || (e.data_frames == 1 && offset == 0);
-                let want = if fixed { 0 } else { e.data_frames };
-                if ack != e.ack
-                    || window != e.window
-                    || ts != e.ts
-                    || offset != want
-                    || payload_len > e.mss
-                {
-                    return None;
-                }
+        let start = e.frames.is_empty();
+        if start {
+            // The flow's previous segment was delivered: the frame starts the next one unless
+            // it carries PSH/FIN (delivered alone) or the flow is held elsewhere (the key and
+            // hash stay with the slot until it is reused, and then the template changes too).
+            if flags & (tcp_flags::PSH | tcp_flags::FIN) != 0
+                || self.index.find(e.hash, self.index.key(slot)).is_some()
+            {
+                return None;
             }
-            Policy::Lro => {
-                if (ack.wrapping_sub(e.ack) as i32) < 0 {
-                    return None;
-                }
-                if let (Some((val, _)), Some((held, _))) = (ts, e.ts) {
-                    if (val.wrapping_sub(held) as i32) < 0 {
+        } else {
+            if seq != e.next_seq
+                || e.ip_len + payload_len > u32::from(self.config.max_ip_len)
+                || e.frames.is_full()
+                || self
+                    .config
+                    .max_hold
+                    .is_some_and(|max| meta.time.saturating_sub(e.first_time) >= max)
+            {
+                return None;
+            }
+            match self.config.policy {
+                Policy::Gro => {
+                    let offset = ip_id.wrapping_sub(e.ip_id);
+                    let fixed = e.fixed_id || (e.data_frames == 1 && offset == 0);
+                    let want = if fixed { 0 } else { e.data_frames };
+                    if ack != e.ack
+                        || window != e.window
+                        || ts != e.ts
+                        || offset != want
+                        || payload_len > e.mss
+                    {
                         return None;
+                    }
+                }
+                Policy::Lro => {
+                    if (ack.wrapping_sub(e.ack) as i32) < 0 {
+                        return None;
+                    }
+                    if let (Some((val, _)), Some((held, _))) = (ts, e.ts) {
+                        if (val.wrapping_sub(held) as i32) < 0 {
+                            return None;
+                        }
                     }
                 }
             }
@@ -1301,14 +1350,17 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         };
         Some((
             slot,
+            start,
             Appended {
+                seq,
+                flags_word,
                 payload: payload as u32,
                 ip_end: ip_end as u32,
                 payload_len,
                 ack,
                 window,
                 ts,
-                flags: h[L4 + 13],
+                flags,
                 ip_id,
                 payload_sum,
                 trimmed: false,
@@ -1351,56 +1403,130 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             // Unreachable with N >= 1, but never lose a frame.
             return self.deliver_alone(frame, PassReason::Malformed, Some(p), sink);
         };
-        let predict = layout(p, frame.as_ref(), meta);
+        let head = Head {
+            l3: p.l3,
+            l4: p.l4,
+            payload: p.payload,
+            ip_end: p.ip_end,
+            seq: p.seq,
+            payload_len: p.payload_len,
+            ack: p.ack,
+            window: p.window,
+            ts: match p.options {
+                TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
+                _ => None,
+            },
+            flags_word: p.flags_word,
+            ttl: p.ttl,
+            tos: p.tos,
+            df: p.df,
+            v6: p.is_v6(),
+            ip_id: p.ip_id,
+            payload_sum,
+            layout: layout(p, frame.as_ref(), meta),
+            pseudo_base: p.key.pseudo_header_base(),
+            hash,
+        };
+        self.init_entry(slot, frame, &head, meta.time)
+    }
+
+    /// Starts a segment in the free entry `slot` with `frame` as its head.
+    #[inline(always)]
+    fn init_entry(&mut self, slot: u16, frame: F, h: &Head, time: u64) -> Verdict {
         let e = &mut self.entries[usize::from(slot)];
-        if predict != Layout::No {
-            if let Some(h) = frame.as_ref().first_chunk::<PREDICT_LEN>() {
-                e.template = *h;
+        if h.layout != Layout::No {
+            if let Some(t) = frame.as_ref().first_chunk::<PREDICT_LEN>() {
+                e.template = *t;
             }
         }
-        e.predict = predict;
-        e.pseudo_base = p.key.pseudo_header_base();
+        e.predict = h.layout;
+        e.pseudo_base = h.pseudo_base;
+        e.hash = h.hash;
         self.hot = slot;
-        let ts = match p.options {
-            TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
-            _ => None,
-        };
         // Field by field: the frame vector stays in place (moving it would copy S slots).
-        e.l3 = p.l3;
-        e.l4 = p.l4;
-        e.head_payload = p.payload;
-        e.next_seq = p.seq.wrapping_add(p.payload_len);
-        e.ack = p.ack;
-        e.window = p.window;
-        e.ts = ts;
-        e.flags_word = p.flags_word;
+        e.l3 = h.l3;
+        e.l4 = h.l4;
+        e.head_payload = h.payload;
+        e.next_seq = h.seq.wrapping_add(h.payload_len);
+        e.ack = h.ack;
+        e.window = h.window;
+        e.ts = h.ts;
+        e.flags_word = h.flags_word;
         e.or_flags = 0;
-        e.ttl = p.ttl;
-        e.tos = p.tos;
-        e.df = p.df;
-        e.v6 = p.is_v6();
-        e.ip_id = p.ip_id;
+        e.ttl = h.ttl;
+        e.tos = h.tos;
+        e.df = h.df;
+        e.v6 = h.v6;
+        e.ip_id = h.ip_id;
         e.fixed_id = false;
-        e.mss = p.payload_len;
-        e.max_payload = p.payload_len;
-        e.data_frames = u16::from(p.payload_len > 0);
-        e.ip_len = p.ip_end - p.l3;
-        e.payload_sum = payload_sum;
-        e.payload_len = p.payload_len;
+        e.mss = h.payload_len;
+        e.max_payload = h.payload_len;
+        e.data_frames = u16::from(h.payload_len > 0);
+        e.ip_len = h.ip_end - h.l3;
+        e.payload_sum = h.payload_sum;
+        e.payload_len = h.payload_len;
         e.absorbed = 0;
-        e.first_time = meta.time;
-        e.last_time = meta.time;
+        e.first_time = time;
+        e.last_time = time;
         // The entry's vector was emptied when it was last flushed, so this cannot fail.
         let _ = e.frames.push(Held {
             frame,
             start: 0,
-            end: p.ip_end,
+            end: h.ip_end,
         });
         self.held += 1;
         if let Some(max) = self.config.max_hold {
-            self.hold_deadline = self.hold_deadline.min(meta.time.saturating_add(max));
+            self.hold_deadline = self.hold_deadline.min(time.saturating_add(max));
         }
         Verdict::Held
+    }
+
+    /// Starts a segment with a frame header prediction matched against the template of the
+    /// empty entry `hot` (the flow's previous segment, delivered): what `start` does after the
+    /// parser, the lookup and the checks, which the prediction stood in for.
+    fn start_predicted<K: Sink<F> + ?Sized>(
+        &mut self,
+        hot: u16,
+        frame: F,
+        a: &Appended,
+        meta: &RxMeta,
+        sink: &mut K,
+    ) -> Verdict {
+        let old = &self.entries[usize::from(hot)];
+        let key = *self.index.key(hot);
+        let head = Head {
+            l3: wire::ETHERNET_LEN as u32,
+            l4: (wire::ETHERNET_LEN + wire::IPV4_LEN) as u32,
+            payload: a.payload,
+            ip_end: a.ip_end,
+            seq: a.seq,
+            payload_len: a.payload_len,
+            ack: a.ack,
+            window: a.window,
+            ts: a.ts,
+            flags_word: a.flags_word,
+            // Equal to the template's, as the mask requires.
+            ttl: old.ttl,
+            tos: old.tos,
+            df: old.df,
+            v6: false,
+            ip_id: a.ip_id,
+            payload_sum: a.payload_sum,
+            layout: old.predict,
+            pseudo_base: old.pseudo_base,
+            hash: old.hash,
+        };
+        if self.index.is_full() {
+            if let Some(oldest) = self.index.oldest() {
+                self.stats.evictions += 1;
+                self.flush_slot(oldest, FlushReason::Evicted, sink);
+            }
+        }
+        let Some(slot) = self.index.insert(head.hash, &key) else {
+            // Unreachable (room was made above), but never lose a frame.
+            return self.push_general(frame, meta, sink);
+        };
+        self.init_entry(slot, frame, &head, meta.time)
     }
 }
 
@@ -1495,10 +1621,14 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
 {
     fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         self.stats.frames_in += 1;
-        if let Some((slot, a)) = self.predict(frame.as_ref(), meta) {
+        if let Some((slot, start, a)) = self.predict(frame.as_ref(), meta) {
             self.stats.data_in += 1;
             self.stats.predicted += 1;
-            return self.append(slot, frame, &a, sink);
+            return if start {
+                self.start_predicted(slot, frame, &a, meta, sink)
+            } else {
+                self.append(slot, frame, &a, sink)
+            };
         }
         self.push_general(frame, meta, sink)
     }
