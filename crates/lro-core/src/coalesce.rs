@@ -383,6 +383,10 @@ struct Entry<F, const S: usize> {
     ip_len: u32,
     /// Ones'-complement sum of all payload so far, and its length (for odd offsets).
     payload_sum: u16,
+    /// Whether `payload_sum` covers every frame: not when a hardware-verified frame arrived
+    /// under `Partial` output, which needs no sum (`finalise` then sums the held payload if
+    /// the output mode changed to `Full` meanwhile).
+    sums_ok: bool,
     payload_len: u32,
     /// ACKs absorbed into the head (the head's ACK fields need rewriting even alone).
     absorbed: u16,
@@ -471,6 +475,7 @@ struct Head {
     v6: bool,
     ip_id: u16,
     payload_sum: u16,
+    sum_known: bool,
     layout: Layout,
     pseudo_base: u64,
     hash: u32,
@@ -491,8 +496,9 @@ struct Appended {
     ts: Option<(u32, u32)>,
     flags: u8,
     ip_id: u16,
-    /// Ones'-complement sum of its payload (zero when never used).
+    /// Ones'-complement sum of its payload, when `sum_known`.
     payload_sum: u16,
+    sum_known: bool,
     trimmed: bool,
     time: u64,
 }
@@ -520,6 +526,7 @@ impl<F, const S: usize> Entry<F, S> {
         data_frames: 0,
         ip_len: 0,
         payload_sum: 0,
+        sums_ok: true,
         payload_len: 0,
         absorbed: 0,
         first_time: 0,
@@ -1111,6 +1118,9 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         // The table hashes the key itself: a NIC hash that differs between frames of one flow
         // (or a hostile one) must not be able to split a flow and reorder it.
         let slot = self.index.find(p.key.hash(), &p.key);
+        // `verify` skips the payload sum of a hardware-verified frame under `Partial` output.
+        let sum_known = meta.checksum != RxChecksum::Verified
+            || self.config.checksum_out != OutChecksum::Partial;
         let (payload_sum, trimmed) = match self.check_alone(p, bytes, meta) {
             Ok(v) => v,
             Err(reason) => {
@@ -1166,6 +1176,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                         flags: p.flags,
                         ip_id: p.ip_id,
                         payload_sum,
+                        sum_known,
                         trimmed,
                         time: meta.time,
                     };
@@ -1179,7 +1190,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 Err(reason) => self.flush_slot(slot, reason, sink),
             }
         }
-        self.start(frame, p, payload_sum, trimmed, meta, sink)
+        self.start(frame, p, (payload_sum, sum_known), trimmed, meta, sink)
     }
 
     /// Appends a frame `check_merge` (or header prediction) accepted to the segment in `slot`.
@@ -1195,7 +1206,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         if e.data_frames == 1 && !e.v6 && a.ip_id == e.ip_id {
             e.fixed_id = true;
         }
-        e.payload_sum = csum::add_at_offset(e.payload_sum, a.payload_sum, e.payload_len as usize);
+        if a.sum_known {
+            e.payload_sum =
+                csum::add_at_offset(e.payload_sum, a.payload_sum, e.payload_len as usize);
+        } else {
+            e.sums_ok = false;
+        }
         e.payload_len += a.payload_len;
         e.ip_len += a.payload_len;
         e.next_seq = e.next_seq.wrapping_add(a.payload_len);
@@ -1363,6 +1379,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 flags,
                 ip_id,
                 payload_sum,
+                sum_known: self.config.checksum_out != OutChecksum::Partial,
                 trimmed: false,
                 time: meta.time,
             },
@@ -1373,7 +1390,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         &mut self,
         frame: F,
         p: &Parsed,
-        payload_sum: u16,
+        (payload_sum, sum_known): (u16, bool),
         trimmed: bool,
         meta: &RxMeta,
         sink: &mut K,
@@ -1423,6 +1440,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             v6: p.is_v6(),
             ip_id: p.ip_id,
             payload_sum,
+            sum_known,
             layout: layout(p, frame.as_ref(), meta),
             pseudo_base: p.key.pseudo_header_base(),
             hash,
@@ -1464,6 +1482,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         e.data_frames = u16::from(h.payload_len > 0);
         e.ip_len = h.ip_end - h.l3;
         e.payload_sum = h.payload_sum;
+        e.sums_ok = h.sum_known;
         e.payload_len = h.payload_len;
         e.absorbed = 0;
         e.first_time = time;
@@ -1512,6 +1531,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             v6: false,
             ip_id: a.ip_id,
             payload_sum: a.payload_sum,
+            sum_known: a.sum_known,
             layout: old.predict,
             pseudo_base: old.pseudo_base,
             hash: old.hash,
@@ -1578,6 +1598,19 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(
     let (l3, l4, payload) = (e.l3 as usize, e.l4 as usize, e.head_payload as usize);
     let ip_len = e.ip_len;
     let lro = config.policy == Policy::Lro;
+    if !e.sums_ok && config.checksum_out != OutChecksum::Partial {
+        // Some frames arrived under `Partial` output, which keeps no sums: read the payload.
+        let mut sum = 0u16;
+        let mut at = 0usize;
+        for (i, h) in e.frames.iter().enumerate() {
+            let start = if i == 0 { payload } else { h.start as usize };
+            let piece = h.frame.as_ref().get(start..h.end as usize).unwrap_or(&[]);
+            sum = csum::add_at_offset(sum, csum::sum(piece), at);
+            at += piece.len();
+        }
+        e.payload_sum = sum;
+        e.sums_ok = true;
+    }
     let Some(head) = e.frames.first_mut() else {
         return;
     };

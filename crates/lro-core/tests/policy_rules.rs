@@ -1955,6 +1955,36 @@ fn r15_nic_checksum_states() {
     }
 }
 
+/// The output checksum mode changed while segments are held (`set_config` takes effect for
+/// the next frame): under `Partial` with hardware-verified frames the engine keeps no payload
+/// sums, so a segment begun then and finalised under `Full` must still carry a right checksum
+/// (and the other way round, a `Full` segment finalised under `Partial` the pseudo-header sum).
+/// `finish` checks every emitted checksum against the mode the segment reports.
+#[test]
+fn r15_output_checksum_mode_changed_mid_segment() {
+    for c in matrix(&IPS, &BOTH) {
+        for (from, to) in [
+            (OutChecksum::Partial, OutChecksum::Full),
+            (OutChecksum::Full, OutChecksum::Partial),
+        ] {
+            let b = c.base().with(|s| s.rx = Rx::Verified);
+            let mut h = H::<16, 64>::new(
+                c.cfg().with_checksum_out(from),
+                format!("{c} {from:?} -> {to:?}"),
+            );
+            h.expect(&b.data(0), Verdict::Held);
+            h.expect(&b.data(1), Verdict::Merged);
+            let cfg = h.c.config().with_checksum_out(to);
+            h.c.set_config(cfg);
+            for i in 2..4 {
+                h.expect(&b.data(i), Verdict::Merged);
+            }
+            h.finish();
+            h.assert_shape(&[(fl(FlushReason::FlushAll), 4)]);
+        }
+    }
+}
+
 // Rule 16: the merged IP datagram never exceeds 65535 bytes; the per-segment frame limit.
 
 #[test]
