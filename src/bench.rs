@@ -41,19 +41,20 @@ pub(crate) struct BenchArgs {
 }
 
 /// A driver-like sink: counts segments and bytes, recycles every frame into the pool.
-struct CountSink<'p, 'a> {
+struct CountSink<'p, 'a, const SLOT: usize> {
     segments: u64,
     bytes: u64,
-    pool: &'p mut Vec<Frame<'a>>,
+    pool: &'p mut Vec<Frame<'a, SLOT>>,
 }
 
-/// The frame handle of the benchmark: a buffer slot of the arena and the length in use.
-struct Frame<'a> {
-    slot: &'a mut [u8],
+/// The frame handle of the benchmark: a buffer slot of the arena (a thin pointer: the slot
+/// size is a constant) and the length in use, 16 bytes like a driver's descriptor handle.
+struct Frame<'a, const SLOT: usize> {
+    slot: &'a mut [u8; SLOT],
     len: usize,
 }
 
-impl Frame<'_> {
+impl<const SLOT: usize> Frame<'_, SLOT> {
     /// Copies a frame into the slot (the arena's slots hold the largest frame of the input).
     fn fill(&mut self, bytes: &[u8]) {
         self.len = bytes.len().min(self.slot.len());
@@ -61,27 +62,27 @@ impl Frame<'_> {
     }
 }
 
-impl AsRef<[u8]> for Frame<'_> {
+impl<const SLOT: usize> AsRef<[u8]> for Frame<'_, SLOT> {
     fn as_ref(&self) -> &[u8] {
         &self.slot[..self.len]
     }
 }
 
-impl AsMut<[u8]> for Frame<'_> {
+impl<const SLOT: usize> AsMut<[u8]> for Frame<'_, SLOT> {
     fn as_mut(&mut self) -> &mut [u8] {
         &mut self.slot[..self.len]
     }
 }
 
-impl<'a> Sink<Frame<'a>> for CountSink<'_, 'a> {
-    fn segment(&mut self, seg: Segment<'_, Frame<'a>>) {
+impl<'a, const SLOT: usize> Sink<Frame<'a, SLOT>> for CountSink<'_, 'a, SLOT> {
+    fn segment(&mut self, seg: Segment<'_, Frame<'a, SLOT>>) {
         self.segments += 1;
         self.bytes += seg.len() as u64;
         // The pool has room for every frame in flight: no allocation here.
         self.pool.extend(seg.into_frames());
     }
 
-    fn release(&mut self, frame: Frame<'a>) {
+    fn release(&mut self, frame: Frame<'a, SLOT>) {
         self.pool.push(frame);
     }
 }
@@ -95,12 +96,12 @@ struct Round {
 }
 
 /// One full pass over `frames` in bursts; only the engine calls are timed.
-fn round<'a, E: Coalesce<Frame<'a>>>(
+fn round<'a, const SLOT: usize, E: Coalesce<Frame<'a, SLOT>>>(
     engine: &mut E,
     frames: &[(&[u8], RxMeta)],
     burst: usize,
-    pool: &mut Vec<Frame<'a>>,
-    batch: &mut Vec<Frame<'a>>,
+    pool: &mut Vec<Frame<'a, SLOT>>,
+    batch: &mut Vec<Frame<'a, SLOT>>,
 ) -> Result<Round> {
     let mut time = Duration::ZERO;
     let mut allocations = 0;
@@ -137,20 +138,20 @@ fn round<'a, E: Coalesce<Frame<'a>>>(
 }
 
 /// Every round on one engine, as a job for [`with_engine`].
-struct Rounds<'a, 'f, 'm> {
+struct Rounds<'a, 'f, 'm, const SLOT: usize> {
     frames: &'a [(&'f [u8], RxMeta)],
     burst: usize,
     rounds: u64,
-    pool: &'a mut Vec<Frame<'m>>,
-    batch: &'a mut Vec<Frame<'m>>,
+    pool: &'a mut Vec<Frame<'m, SLOT>>,
+    batch: &'a mut Vec<Frame<'m, SLOT>>,
     bar: &'a indicatif::ProgressBar,
 }
 
-impl<'m> WithEngine for Rounds<'_, '_, 'm> {
-    type Frame = Frame<'m>;
+impl<'m, const SLOT: usize> WithEngine for Rounds<'_, '_, 'm, SLOT> {
+    type Frame = Frame<'m, SLOT>;
     type Out = Result<Vec<Round>>;
 
-    fn run<E: Coalesce<Frame<'m>>>(self, engine: &mut E) -> Result<Vec<Round>> {
+    fn run<E: Coalesce<Frame<'m, SLOT>>>(self, engine: &mut E) -> Result<Vec<Round>> {
         // A warm-up pass (caches, branch predictors, page faults of the buffers), not counted.
         round(engine, self.frames, self.burst, self.pool, self.batch)?;
         let mut rounds = Vec::new();
@@ -169,6 +170,40 @@ impl<'m> WithEngine for Rounds<'_, '_, 'm> {
         }
         Ok(rounds)
     }
+}
+
+/// The largest frame `bench` measures (pcap's largest usual snap length).
+const MAX_FRAME: usize = 262_144;
+
+/// Every round with buffer slots of `SLOT` bytes (at least the largest frame).
+fn measure<const SLOT: usize>(
+    args: &BenchArgs,
+    frames: &[(&[u8], RxMeta)],
+    burst: usize,
+    bar: &indicatif::ProgressBar,
+) -> Result<Vec<Round>> {
+    // Working buffers, allocated once as one arena of 64-byte aligned slots: every frame of a
+    // burst comes back before the next one.
+    let mut arena = vec![0u8; (burst + 1) * SLOT];
+    let skew = arena.as_ptr().align_offset(64).min(SLOT);
+    let mut pool: Vec<Frame<'_, SLOT>> = Vec::with_capacity(2 * burst);
+    pool.extend(
+        arena[skew..]
+            .chunks_exact_mut(SLOT)
+            .take(burst)
+            .filter_map(|c| <&mut [u8; SLOT]>::try_from(c).ok())
+            .map(|slot| Frame { slot, len: 0 }),
+    );
+    let mut batch: Vec<Frame<'_, SLOT>> = Vec::with_capacity(burst);
+    let job = Rounds {
+        frames,
+        burst,
+        rounds: args.rounds,
+        pool: &mut pool,
+        batch: &mut batch,
+        bar,
+    };
+    with_engine(&args.engine, args.engine.config(), job)?
 }
 
 /// `lro bench`.
@@ -196,31 +231,16 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let burst = usize::try_from(args.engine.burst)
         .unwrap_or(usize::MAX)
         .min(frames.len());
-    // Working buffers, allocated once as one arena of 64-byte aligned slots: every frame of a
-    // burst comes back before the next one.
-    let stride = cap.max_len.max(1).next_multiple_of(64);
-    let mut arena = vec![0u8; (burst + 1) * stride];
-    let skew = arena.as_ptr().align_offset(64).min(stride);
-    let mut pool: Vec<Frame<'_>> = Vec::with_capacity(2 * burst);
-    pool.extend(
-        arena[skew..]
-            .chunks_exact_mut(stride)
-            .take(burst)
-            .map(|slot| Frame { slot, len: 0 }),
-    );
-    let mut batch: Vec<Frame<'_>> = Vec::with_capacity(burst);
-    let config = args.engine.config();
-
     let bar = crate::progress::bar(frames.len() as u64 * args.rounds);
-    let job = Rounds {
-        frames: &frames,
-        burst,
-        rounds: args.rounds,
-        pool: &mut pool,
-        batch: &mut batch,
-        bar: &bar,
+    let rounds = match cap.max_len {
+        0..=2048 => measure::<2048>(args, &frames, burst, &bar)?,
+        2049..=16384 => measure::<16384>(args, &frames, burst, &bar)?,
+        0..=MAX_FRAME => measure::<MAX_FRAME>(args, &frames, burst, &bar)?,
+        n => anyhow::bail!(crate::capture::InputError {
+            file: cap.name.clone(),
+            problem: format!("a frame of {n} bytes: bench handles frames up to {MAX_FRAME} bytes"),
+        }),
     };
-    let rounds = with_engine(&args.engine, config, job)??;
     bar.finish_and_clear();
 
     let mut per_frame: Vec<f64> = rounds
