@@ -235,7 +235,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let rounds = match cap.max_len {
         0..=2048 => measure::<2048>(args, &frames, burst, &bar)?,
         2049..=16384 => measure::<16384>(args, &frames, burst, &bar)?,
-        0..=MAX_FRAME => measure::<MAX_FRAME>(args, &frames, burst, &bar)?,
+        16385..=MAX_FRAME => measure::<MAX_FRAME>(args, &frames, burst, &bar)?,
         n => anyhow::bail!(crate::capture::InputError {
             file: cap.name.clone(),
             problem: format!("a frame of {n} bytes: bench handles frames up to {MAX_FRAME} bytes"),
