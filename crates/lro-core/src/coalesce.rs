@@ -395,7 +395,7 @@ struct Entry<F, const S: usize> {
     /// Whether header prediction may compare frames with the head, and how.
     predict: Layout,
     /// The head's first bytes, the template header prediction compares frames with.
-    template: [u8; PREDICT_LEN],
+    template: Template,
     /// The flow's pseudo-header sum without the TCP length (`FlowKey::pseudo_header_base`).
     pseudo_base: u64,
     /// The flow key's hash (the key itself stays in the index slot of the same number, also
@@ -413,6 +413,11 @@ enum Layout {
     /// The same with TCP options NOP, NOP, timestamps (the aligned form, RFC 7323 appendix A).
     Timestamp,
 }
+
+/// A template in one cache line of its own: the comparison touches one line, not two.
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Template([u8; PREDICT_LEN]);
 
 /// Bytes of a frame header prediction compares: Ethernet, IPv4, TCP up to the timestamp
 /// values (54 or 58 bytes, rounded up to 64 for the comparison's sake).
@@ -532,7 +537,7 @@ impl<F, const S: usize> Entry<F, S> {
         first_time: 0,
         last_time: 0,
         predict: Layout::No,
-        template: [0; PREDICT_LEN],
+        template: Template([0; PREDICT_LEN]),
         pseudo_base: 0,
         hash: 0,
     };
@@ -1269,8 +1274,9 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         {
             return None;
         }
-        let slot = self.hot;
-        let e = self.entries.get(usize::from(slot))?;
+        // Always below N (a power of two); the mask lets the compiler drop the bounds check.
+        let slot = (usize::from(self.hot) & (N - 1)) as u16;
+        let e = &self.entries[usize::from(slot)];
         let mask = match e.predict {
             Layout::No => return None,
             Layout::Plain => &MASK_PLAIN,
@@ -1279,7 +1285,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         let h = bytes.first_chunk::<PREDICT_LEN>()?;
         let mut diff = 0u8;
         for i in 0..PREDICT_LEN {
-            diff |= (h[i] ^ e.template[i]) & mask[i];
+            diff |= (h[i] ^ e.template.0[i]) & mask[i];
         }
         if diff != 0 {
             return None;
@@ -1454,7 +1460,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         let e = &mut self.entries[usize::from(slot)];
         if h.layout != Layout::No {
             if let Some(t) = frame.as_ref().first_chunk::<PREDICT_LEN>() {
-                e.template = *t;
+                e.template = Template(*t);
             }
         }
         e.predict = h.layout;

@@ -26,7 +26,7 @@ pub fn sum(data: &[u8]) -> u16 {
 /// [`sum`] specialised for header-sized data: 20 and 32 bytes (an IPv4 header without options,
 /// TCP headers without options and with the aligned timestamp option) are summed with
 /// straight-line code; other lengths take the general path.
-#[inline]
+#[inline(always)]
 pub fn sum_header(data: &[u8]) -> u16 {
     #[inline(always)]
     fn word(b: &[u8], at: usize) -> u64 {
