@@ -398,6 +398,10 @@ struct Entry<F, const S: usize> {
     template: Template,
     /// The flow's pseudo-header sum without the TCP length (`FlowKey::pseudo_header_base`).
     pseudo_base: u64,
+    /// `pseudo_base` plus the TCP header words every predicted frame shares with the template
+    /// (ports; option kinds), as big-endian 32-bit values: a predicted frame's header sum is
+    /// then this plus the words it loads anyway.
+    sum_base: u64,
     /// The flow key's hash (the key itself stays in the index slot of the same number, also
     /// once the segment is delivered, until the slot is reused).
     hash: u32,
@@ -539,6 +543,7 @@ impl<F, const S: usize> Entry<F, S> {
         predict: Layout::No,
         template: Template([0; PREDICT_LEN]),
         pseudo_base: 0,
+        sum_base: 0,
         hash: 0,
     };
 }
@@ -1055,7 +1060,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         self.held -= count;
         let rewrite = count > 1 || e.absorbed > 0;
         let checksum = if rewrite {
-            finalise(e, &flow, &config);
+            finalise(e, &config);
             config.checksum_out
         } else {
             OutChecksum::AsReceived
@@ -1365,9 +1370,15 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         let payload_sum = match self.config.checksum_out {
             OutChecksum::Partial => 0,
             _ => {
-                let hdr = csum::sum_header(bytes.get(L4..payload)?);
-                let pseudo = wire::pseudo_header_acc_from(e.pseudo_base, (ip_end - L4) as u32);
-                csum::finish(csum::fold(u64::from(hdr) + pseudo))
+                // Pseudo header + TCP header (checksum field included) + payload sum to -0:
+                // the payload's sum is the negation of the rest. The words are added as
+                // 32-bit values (2^16 = 1 in ones'-complement arithmetic), the constant ones
+                // are in `sum_base`.
+                let (val, ecr) = ts.unwrap_or((0, 0));
+                let words = [seq, ack, flags_word, be32(L4 + 16), val, ecr];
+                let acc = words.iter().map(|&w| u64::from(w)).sum::<u64>()
+                    + wire::pseudo_header_acc_from(e.sum_base, (ip_end - L4) as u32);
+                csum::finish(csum::fold(acc))
             }
         };
         Some((
@@ -1465,6 +1476,17 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         }
         e.predict = h.layout;
         e.pseudo_base = h.pseudo_base;
+        e.sum_base = {
+            const L4: usize = wire::ETHERNET_LEN + wire::IPV4_LEN;
+            let t = &e.template.0;
+            let be32 =
+                |at: usize| u64::from(u32::from_be_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]));
+            match h.layout {
+                Layout::No => 0,
+                Layout::Plain => h.pseudo_base + be32(L4),
+                Layout::Timestamp => h.pseudo_base + be32(L4) + be32(L4 + wire::TCP_LEN),
+            }
+        };
         e.hash = h.hash;
         self.hot = slot;
         // Field by field: the frame vector stays in place (moving it would copy S slots).
@@ -1596,11 +1618,7 @@ fn head_bytes<F: AsRef<[u8]>, const S: usize>(e: &Entry<F, S>) -> &[u8] {
 /// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,
 /// `ipv6_gro_complete`, `tcp_gro_complete`; FreeBSD `tcp_lro_update_checksum` for the newest
 /// ACK/window/timestamps under `Lro`).
-fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(
-    e: &mut Entry<F, S>,
-    key: &FlowKey,
-    config: &Config,
-) {
+fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, config: &Config) {
     let (l3, l4, payload) = (e.l3 as usize, e.l4 as usize, e.head_payload as usize);
     let ip_len = e.ip_len;
     let lro = config.policy == Policy::Lro;
@@ -1643,7 +1661,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(
         }
     }
     let tcp_len = ip_len - (l4 - l3) as u32;
-    let pseudo = key.pseudo_header_sum(tcp_len);
+    let pseudo = csum::fold(wire::pseudo_header_acc_from(e.pseudo_base, tcp_len));
     wire::write_be16(b, l4 + wire::TCP_CHECKSUM, 0);
     let value = match config.checksum_out {
         OutChecksum::Partial => pseudo,
