@@ -44,6 +44,13 @@ fn frame(flow: u16, seq: u32, ack: u32, id: u16, payload: &[u8], tsval: u32) -> 
 /// 4 flows, round-robin, 1448-byte segments; every 8th frame is a pure ACK of flow 0's
 /// reverse direction would be unrealistic here, so the ACK stream is its own flow.
 fn traffic(frames: usize) -> Vec<Vec<u8>> {
+    traffic_runs(frames, 1)
+}
+
+/// The same with each data flow sending `run` segments back to back (TSO senders on a wire
+/// look like this): the case header prediction is for. `run == 1` is strict round-robin,
+/// where it never applies and costs a failed comparison per frame.
+fn traffic_runs(frames: usize, run: usize) -> Vec<Vec<u8>> {
     let payload = vec![
         0x5au8;
         std::env::var("BENCH_PAYLOAD")
@@ -60,7 +67,7 @@ fn traffic(frames: usize) -> Vec<Vec<u8>> {
                 ack = ack.wrapping_add(2896);
                 frame(9, 1, ack, 0, &[], 1000 + i as u32)
             } else {
-                let f = i % 4;
+                let f = (i / run) % 4;
                 let out = frame(f as u16, seqs[f], 1, ids[f], &payload, 1000);
                 seqs[f] = seqs[f].wrapping_add(1448);
                 ids[f] = ids[f].wrapping_add(1);
@@ -119,7 +126,16 @@ fn bench_parse(c: &mut Criterion) {
 }
 
 fn run_bursts(c: &mut Criterion, name: &str, config: Config, checksum: RxChecksum) {
-    let input = traffic(BURST * 16);
+    run_bursts_on(c, name, config, checksum, traffic(BURST * 16));
+}
+
+fn run_bursts_on(
+    c: &mut Criterion,
+    name: &str,
+    config: Config,
+    checksum: RxChecksum,
+    input: Vec<Vec<u8>>,
+) {
     let mut g = c.benchmark_group("coalesce");
     g.throughput(Throughput::Elements(input.len() as u64));
     g.bench_function(name, |b| {
@@ -208,6 +224,26 @@ fn bench_coalesce(c: &mut Criterion) {
     run_bursts(c, "lro_trust_burst32", Config::lro(), RxChecksum::Verified);
     run_bursts(c, "gro_trust_burst32", Config::gro(), RxChecksum::Verified);
     run_bursts(c, "lro_verify_burst32", Config::lro(), RxChecksum::None);
+    // Header prediction on and off, on runs of 8 segments per flow and on strict round-robin.
+    for (on, tag) in [(true, "predict"), (false, "no_predict")] {
+        let config = Config::lro().with_header_prediction(on);
+        let runs = traffic_runs(BURST * 16, 8);
+        run_bursts_on(
+            c,
+            &format!("lro_trust_runs8_{tag}"),
+            config,
+            RxChecksum::Verified,
+            runs,
+        );
+        let rr = traffic(BURST * 16);
+        run_bursts_on(
+            c,
+            &format!("lro_trust_rr_{tag}"),
+            config,
+            RxChecksum::Verified,
+            rr,
+        );
+    }
 }
 
 fn bench_setup(c: &mut Criterion) {
