@@ -1225,7 +1225,6 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         e.payload_len += a.payload_len;
         e.ip_len += a.payload_len;
         e.next_seq = e.next_seq.wrapping_add(a.payload_len);
-        e.or_flags |= a.flags & (tcp_flags::PSH | tcp_flags::FIN);
         e.ack = a.ack;
         e.window = a.window;
         if a.ts.is_some() {
@@ -1251,7 +1250,9 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         self.index.touch(slot);
         self.hot = slot;
         // Linux `out_check_final`: PSH/FIN or a short segment completes it.
-        if a.flags & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
+        let push_fin = a.flags & (tcp_flags::PSH | tcp_flags::FIN);
+        if push_fin != 0 {
+            self.entries[usize::from(slot)].or_flags |= push_fin;
             self.flush_slot(slot, FlushReason::PushFin, sink);
         } else if short {
             self.flush_slot(slot, FlushReason::ShortSegment, sink);

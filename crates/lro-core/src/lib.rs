@@ -70,6 +70,9 @@
 //! assert_eq!(stack.frames.len(), 1);
 //! assert_eq!(stack.frames[0].len(), 14 + 20 + 20 + 3000);
 //! assert_eq!(engine.stats().frames_merged, 2);
+//! // The second and third frame matched the first one's headers: header prediction appended
+//! // them without the parser and the flow lookup.
+//! assert_eq!(engine.stats().predicted, 2);
 //! assert!(engine.stats().is_conserved());
 //! ```
 //!
@@ -81,6 +84,16 @@
 //!   (FreeBSD `tcp_lro_condense`, Myri10GE's inet_lro patch), merges data whose ACK number
 //!   advances and aligned timestamps whose TSval does not go backwards. Duplicate ACKs, SACK,
 //!   SYN/RST/URG and ECN changes are never merged.
+//!
+//! # Header prediction
+//! Van Jacobson's TCP fast path, applied to coalescing ([`Config::header_prediction`], on by
+//! default): the engine keeps the first 64 header bytes of the segment the previous frame
+//! started or joined, and a frame equal to them in every byte that must not change (masked
+//! compare: addresses, ports, MACs, IP and TCP fields, option layout) and continuing the
+//! sequence is appended, or starts the flow's next segment, without the parser, the flow
+//! lookup and the general checks. It covers untagged Ethernet/IPv4/TCP with hardware-verified
+//! checksums, the common case of a NIC queue behind TSO senders; every other frame takes the
+//! general path, and a property test requires both paths to give identical output.
 //!
 //! # Invariants
 //! Proven by property tests (`tests/props.rs`): conservation (every frame back exactly once),
