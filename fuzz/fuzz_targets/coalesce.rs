@@ -1,5 +1,7 @@
 //! The coalescer driven by structured input (frames raw or built, metadata, flushes, clock
-//! steps, both policies, several table shapes); DESIGN.md invariants checked on the output.
+//! steps, both policies, several table shapes); DESIGN.md invariants checked on the output,
+//! and header prediction on and off must give the same output (also with every frame whose
+//! checksums are right marked hardware-verified, the case prediction covers).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

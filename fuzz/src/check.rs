@@ -28,7 +28,7 @@ impl AsMut<[u8]> for Tagged {
 }
 
 /// What came out.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub enum Out {
     /// A segment.
     Seg {

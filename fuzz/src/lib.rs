@@ -15,9 +15,43 @@ use oracle::Identity;
 use scenario::{Built, Input};
 
 fn run_plain<const N: usize, const S: usize>(built: &Built, config: Config) {
+    let on = run_engine::<N, S>(built, config);
+    check::check(built, &config, S, &on.0, &|_| true);
+    // Header prediction decides as the general path: the same input through an engine with it
+    // off, and the same input with every frame whose checksums are right marked
+    // hardware-verified (the case prediction covers) through both, give the same output and
+    // counters (its own counter apart).
+    let off = run_engine::<N, S>(built, config.with_header_prediction(false));
+    same_output(&on, &off);
+    let verified = built.all_verified();
+    let on = run_engine::<N, S>(&verified, config);
+    let off = run_engine::<N, S>(&verified, config.with_header_prediction(false));
+    same_output(&on, &off);
+}
+
+/// One run: the output and the counters without the prediction counter.
+fn run_engine<const N: usize, const S: usize>(
+    built: &Built,
+    config: Config,
+) -> (check::Recorder, lro_core::Stats) {
     let mut engine: Box<Coalescer<Tagged, N, S>> = Box::new(Coalescer::new(config));
     let rec = check::run(&mut *engine, built, true);
-    check::check(built, &config, S, &rec, &|_| true);
+    let mut stats = engine.stats().clone();
+    stats.predicted = 0;
+    (rec, stats)
+}
+
+fn same_output(a: &(check::Recorder, lro_core::Stats), b: &(check::Recorder, lro_core::Stats)) {
+    if let Some(i) =
+        (0..a.0.out.len().max(b.0.out.len())).find(|&i| a.0.out.get(i) != b.0.out.get(i))
+    {
+        panic!(
+            "header prediction on vs off: output {i} differs: {:?} vs {:?}",
+            a.0.out.get(i),
+            b.0.out.get(i)
+        );
+    }
+    assert_eq!(a.1, b.1, "header prediction on vs off: counters differ");
 }
 
 /// The `coalesce` target: one structured input through a plain `Coalescer`.
