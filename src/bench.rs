@@ -79,7 +79,9 @@ impl<'a, const SLOT: usize> Sink<Frame<'a, SLOT>> for CountSink<'_, 'a, SLOT> {
         self.segments += 1;
         self.bytes += seg.len() as u64;
         // The pool has room for every frame in flight: no allocation here.
-        self.pool.extend(seg.into_frames());
+        for f in seg.into_frames() {
+            self.pool.push(f);
+        }
     }
 
     fn release(&mut self, frame: Frame<'a, SLOT>) {

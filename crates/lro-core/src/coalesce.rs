@@ -703,7 +703,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if p.flags & (tcp_flags::SYN | tcp_flags::RST) != 0 {
                     self.forget(&p.key);
                 } else if p.flags & tcp_flags::ACK != 0 {
-                    self.remember(&p.key, p.ack, p.window);
+                    self.remember(&p.key, p.key.hash(), p.ack, p.window);
                 }
             }
         }
@@ -740,14 +740,14 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
 
     /// Records the newest ACK state delivered for a flow (`Lro` only).
     #[inline]
-    fn remember(&mut self, key: &FlowKey, ack: u32, window: u16) {
+    fn remember(&mut self, key: &FlowKey, hash: u32, ack: u32, window: u16) {
         if self.config.policy == Policy::Lro {
-            let m = &self.acks[memo_slot::<M>(key.hash())];
+            let m = &self.acks[memo_slot::<M>(hash)];
             if m.valid && m.key == *key && (ack.wrapping_sub(m.ack) as i32) < 0 {
                 // An old (reordered) ACK never makes the flow's newest ACK state older.
                 return;
             }
-            self.acks[memo_slot::<M>(key.hash())] = AckMemo {
+            self.acks[memo_slot::<M>(hash)] = AckMemo {
                 key: *key,
                 ack,
                 window,
@@ -1044,12 +1044,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     fn flush_slot<K: Sink<F> + ?Sized>(&mut self, slot: u16, reason: FlushReason, sink: &mut K) {
         let flow = *self.index.key(slot);
         self.index.remove(slot);
-        let (ack, window) = {
+        let (ack, window, hash) = {
             let e = &self.entries[usize::from(slot)];
-            (e.ack, e.window)
+            (e.ack, e.window, e.hash)
         };
         if !self.entries[usize::from(slot)].frames.is_empty() {
-            self.remember(&flow, ack, window);
+            self.remember(&flow, hash, ack, window);
         }
         let config = self.config;
         let e = &mut self.entries[usize::from(slot)];
