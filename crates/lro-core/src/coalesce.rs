@@ -639,7 +639,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     ///
     /// # Memory
     /// The engine is one value of about `N * S * (size_of::<F>() + 8)` bytes plus
-    /// `N * 200 + M * 72` bytes (a 64-flow, 64-frame table of `Vec<u8>` frames: ~200 KB).
+    /// `N * 280 + M * 72` bytes (a 64-flow, 64-frame table of `Vec<u8>` frames: ~170 KB).
     /// `new` is a `const fn`, so a large table can be evaluated at compile time instead of on
     /// the stack: in a `static` for firmware, or `Box::new(const { ... })` on a host.
     ///
