@@ -1305,12 +1305,9 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             return None;
         }
         let payload_len = (ip_end - payload) as u32;
+        // Fields are read where they are used: fewer values live across the checks.
         let seq = be32(L4 + 4);
         let ack = be32(L4 + 8);
-        let flags_word = be32(L4 + 12);
-        let window = be16(L4 + 14);
-        let ip_id = be16(wire::ETHERNET_LEN + 4);
-        let flags = h[L4 + 13];
         let ts = match e.predict {
             Layout::Timestamp => {
                 let t = bytes.get(L4 + wire::TCP_LEN + 4..L4 + wire::TCP_LEN + 12)?;
@@ -1326,7 +1323,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             // The flow's previous segment was delivered: the frame starts the next one unless
             // it carries PSH/FIN (delivered alone) or the flow is held elsewhere (the key and
             // hash stay with the slot until it is reused, and then the template changes too).
-            if flags & (tcp_flags::PSH | tcp_flags::FIN) != 0
+            if h[L4 + 13] & (tcp_flags::PSH | tcp_flags::FIN) != 0
                 || self.index.find(e.hash, self.index.key(slot)).is_some()
             {
                 return None;
@@ -1344,6 +1341,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             }
             match self.config.policy {
                 Policy::Gro => {
+                    let (window, ip_id) = (be16(L4 + 14), be16(wire::ETHERNET_LEN + 4));
                     let offset = ip_id.wrapping_sub(e.ip_id);
                     let fixed = e.fixed_id || (e.data_frames == 1 && offset == 0);
                     let want = if fixed { 0 } else { e.data_frames };
@@ -1376,7 +1374,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 // 32-bit values (2^16 = 1 in ones'-complement arithmetic), the constant ones
                 // are in `sum_base`.
                 let (val, ecr) = ts.unwrap_or((0, 0));
-                let words = [seq, ack, flags_word, be32(L4 + 16), val, ecr];
+                let words = [seq, ack, be32(L4 + 12), be32(L4 + 16), val, ecr];
                 let acc = words.iter().map(|&w| u64::from(w)).sum::<u64>()
                     + wire::pseudo_header_acc_from(e.sum_base, (ip_end - L4) as u32);
                 csum::finish(csum::fold(acc))
@@ -1387,15 +1385,15 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             start,
             Appended {
                 seq,
-                flags_word,
+                flags_word: be32(L4 + 12),
                 payload: payload as u32,
                 ip_end: ip_end as u32,
                 payload_len,
                 ack,
-                window,
+                window: be16(L4 + 14),
                 ts,
-                flags,
-                ip_id,
+                flags: h[L4 + 13],
+                ip_id: be16(wire::ETHERNET_LEN + 4),
                 payload_sum,
                 sum_known: self.config.checksum_out != OutChecksum::Partial,
                 trimmed: false,
