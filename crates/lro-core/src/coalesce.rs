@@ -466,31 +466,6 @@ const MASK_PLAIN: [u8; PREDICT_LEN] =
 const MASK_TIMESTAMP: [u8; PREDICT_LEN] =
     predict_mask(wire::ETHERNET_LEN + wire::IPV4_LEN + wire::TCP_LEN + 4);
 
-/// What header prediction decided for a frame.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Predicted {
-    /// Appended to the held segment.
-    Append,
-    /// Starts the flow's next segment.
-    Start,
-    /// Delivered on its own (PSH/FIN where a segment would start, Linux `out_check_final`).
-    Alone,
-}
-
-/// What a frame delivered on its own tells about its flow, from the parser or header
-/// prediction.
-struct Alone {
-    key: FlowKey,
-    /// The key's hash when known (computed from the key otherwise).
-    hash: Option<u32>,
-    flags: u8,
-    ack: u32,
-    window: u16,
-    l3: u32,
-    l4: u32,
-    payload_len: u32,
-}
-
 /// What the head of a new segment brings, from the parser or header prediction.
 struct Head {
     l3: u32,
@@ -716,28 +691,6 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         parsed: Option<&Parsed>,
         sink: &mut K,
     ) -> Verdict {
-        let alone = parsed.map(|p| Alone {
-            key: p.key,
-            hash: None,
-            flags: p.flags,
-            ack: p.ack,
-            window: p.window,
-            l3: p.l3,
-            l4: p.l4,
-            payload_len: p.payload_len,
-        });
-        self.deliver_alone_with(frame, reason, alone.as_ref(), sink)
-    }
-
-    /// [`Self::deliver_alone`] from the fields it needs (the parser's, or header prediction's).
-    #[inline(always)]
-    fn deliver_alone_with<K: Sink<F> + ?Sized>(
-        &mut self,
-        frame: F,
-        reason: PassReason,
-        parsed: Option<&Alone>,
-        sink: &mut K,
-    ) -> Verdict {
         if let Some(p) = parsed {
             // Values are trusted only once the checksum was verified (`check_alone` verifies
             // before any other verdict). A SYN or RST starts or ends a connection: the flow's
@@ -750,8 +703,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if p.flags & (tcp_flags::SYN | tcp_flags::RST) != 0 {
                     self.forget(&p.key);
                 } else if p.flags & tcp_flags::ACK != 0 {
-                    let hash = p.hash.unwrap_or_else(|| p.key.hash());
-                    self.remember(&p.key, hash, p.ack, p.window);
+                    self.remember(&p.key, p.key.hash(), p.ack, p.window);
                 }
             }
         }
@@ -1319,7 +1271,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     /// TTL, DF and fragment field, TCP flags but FIN/PSH (ACK set, no SYN, RST or URG) and
     /// option layout; the rest is checked field by field below.
     #[inline(always)]
-    fn predict(&self, bytes: &[u8], meta: &RxMeta) -> Option<(u16, Predicted, Appended)> {
+    fn predict(&self, bytes: &[u8], meta: &RxMeta) -> Option<(u16, bool, Appended)> {
         const L4: usize = wire::ETHERNET_LEN + wire::IPV4_LEN;
         if !self.config.header_prediction
             || meta.link != LinkKind::Ethernet
@@ -1366,17 +1318,15 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             }
             _ => None,
         };
-        let kind = if e.frames.is_empty() {
-            // The flow's previous segment was delivered: the frame starts the next one, or with
-            // PSH/FIN is delivered on its own, unless the flow is held elsewhere (the key and
+        let start = e.frames.is_empty();
+        if start {
+            // The flow's previous segment was delivered: the frame starts the next one unless
+            // it carries PSH/FIN (delivered alone) or the flow is held elsewhere (the key and
             // hash stay with the slot until it is reused, and then the template changes too).
-            if self.index.find(e.hash, self.index.key(slot)).is_some() {
+            if h[L4 + 13] & (tcp_flags::PSH | tcp_flags::FIN) != 0
+                || self.index.find(e.hash, self.index.key(slot)).is_some()
+            {
                 return None;
-            }
-            if h[L4 + 13] & (tcp_flags::PSH | tcp_flags::FIN) != 0 {
-                Predicted::Alone
-            } else {
-                Predicted::Start
             }
         } else {
             if seq != e.next_seq
@@ -1415,10 +1365,8 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                     }
                 }
             }
-            Predicted::Append
-        };
+        }
         let payload_sum = match self.config.checksum_out {
-            _ if kind == Predicted::Alone => 0,
             OutChecksum::Partial => 0,
             _ => {
                 // Pseudo header + TCP header (checksum field included) + payload sum to -0:
@@ -1434,7 +1382,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         };
         Some((
             slot,
-            kind,
+            start,
             Appended {
                 seq,
                 flags_word: be32(L4 + 12),
@@ -1577,29 +1525,6 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             self.hold_deadline = self.hold_deadline.min(time.saturating_add(max));
         }
         Verdict::Held
-    }
-
-    /// Delivers on its own a PSH/FIN frame header prediction matched against the template of
-    /// the empty entry `hot`: what `start` does with it after the parser, the lookup and the
-    /// checks.
-    fn alone_predicted<K: Sink<F> + ?Sized>(
-        &mut self,
-        hot: u16,
-        frame: F,
-        a: &Appended,
-        sink: &mut K,
-    ) -> Verdict {
-        let alone = Alone {
-            key: *self.index.key(hot),
-            hash: Some(self.entries[usize::from(hot)].hash),
-            flags: a.flags,
-            ack: a.ack,
-            window: a.window,
-            l3: wire::ETHERNET_LEN as u32,
-            l4: (wire::ETHERNET_LEN + wire::IPV4_LEN) as u32,
-            payload_len: a.payload_len,
-        };
-        self.deliver_alone_with(frame, PassReason::PushFin, Some(&alone), sink)
     }
 
     /// Starts a segment with a frame header prediction matched against the template of the
@@ -1752,13 +1677,13 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
 {
     fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         self.stats.frames_in += 1;
-        if let Some((slot, kind, a)) = self.predict(frame.as_ref(), meta) {
+        if let Some((slot, start, a)) = self.predict(frame.as_ref(), meta) {
             self.stats.data_in += 1;
             self.stats.predicted += 1;
-            return match kind {
-                Predicted::Append => self.append(slot, frame, &a, sink),
-                Predicted::Start => self.start_predicted(slot, frame, &a, meta, sink),
-                Predicted::Alone => self.alone_predicted(slot, frame, &a, sink),
+            return if start {
+                self.start_predicted(slot, frame, &a, meta, sink)
+            } else {
+                self.append(slot, frame, &a, sink)
             };
         }
         self.push_general(frame, meta, sink)
