@@ -61,14 +61,15 @@ pub struct Config {
     /// receives a frame and in [`Coalesce::flush_idle`]. `None`: no limit.
     pub max_hold: Option<u64>,
     /// Header prediction (on by default): a frame whose headers equal those of the segment the
-    /// previous frame joined, in every byte that must not change (addresses, ports, MACs, IP
-    /// and TCP fields, option layout), is checked and appended without the parser and the flow
-    /// lookup. Van Jacobson's TCP fast path applied to GRO: the common case of a run of one
-    /// flow's segments costs a fraction of the general path. It applies to untagged
+    /// previous frame started or joined, in every byte that must not change (addresses, ports,
+    /// MACs, IP and TCP fields, option layout), is checked and appended without the parser and
+    /// the flow lookup; once that segment was delivered, the frame starts the flow's next one
+    /// the same way. Van Jacobson's TCP fast path applied to GRO: the common case of a run of
+    /// one flow's segments costs a fraction of the general path. It applies to untagged
     /// Ethernet/IPv4 frames with hardware-verified checksums ([`RxChecksum::Verified`]); any
-    /// frame it cannot decide goes through the general path, and every decision it takes is
-    /// the one the general path takes (tested property by property). Off: every frame takes
-    /// the general path.
+    /// frame it cannot decide goes through the general path, and every decision it takes is the
+    /// one the general path takes (a property test and the `coalesce` fuzz target compare the
+    /// two). Off: every frame takes the general path.
     pub header_prediction: bool,
 }
 
