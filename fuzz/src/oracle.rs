@@ -345,6 +345,11 @@ pub fn tcp_checksum_ok(b: &[u8], t: &Tcp) -> bool {
     is_zero(add(pseudo(t, t.ip_end - t.l4), sum(&b[t.l4..t.ip_end])))
 }
 
+/// Both checksums right, for a frame the reference reads as TCP.
+pub fn checksums_ok(b: &[u8], t: Option<&Tcp>) -> bool {
+    t.is_some_and(|t| ip_checksum_ok(b, t) && tcp_checksum_ok(b, t))
+}
+
 /// Rewrites the IPv4 header and TCP checksums so they are right.
 pub fn fix_checksums(b: &mut [u8], t: &Tcp) {
     if !t.v6 {

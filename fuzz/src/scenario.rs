@@ -232,10 +232,7 @@ impl Built {
     pub fn all_verified(&self) -> Built {
         let mut b = self.clone();
         for f in &mut b.frames {
-            let good = f.tcp.as_ref().is_some_and(|t| {
-                oracle::ip_checksum_ok(&f.bytes, t) && oracle::tcp_checksum_ok(&f.bytes, t)
-            });
-            if good {
+            if oracle::checksums_ok(&f.bytes, f.tcp.as_ref()) {
                 f.meta.checksum = lro_core::RxChecksum::Verified;
             }
         }
@@ -381,8 +378,7 @@ fn finish_meta(
     tcp: Option<&Tcp>,
     config: &Config,
 ) -> bool {
-    let good =
-        tcp.is_some_and(|t| oracle::ip_checksum_ok(bytes, t) && oracle::tcp_checksum_ok(bytes, t));
+    let good = oracle::checksums_ok(bytes, tcp);
     let complete = oracle::complete_sum(bytes, meta.link);
     meta.checksum = match mode {
         CsumMode::Verified if good => RxChecksum::Verified,

@@ -467,34 +467,24 @@ const MASK_PLAIN: [u8; PREDICT_LEN] =
 const MASK_TIMESTAMP: [u8; PREDICT_LEN] =
     predict_mask(wire::ETHERNET_LEN + wire::IPV4_LEN + wire::TCP_LEN + 4);
 
-/// What the head of a new segment brings, from the parser or header prediction.
+/// What the head of a new segment brings, from the parser or header prediction: what any
+/// frame brings, plus the head's geometry and identity.
 struct Head {
+    frame: Appended,
     l3: u32,
     l4: u32,
-    payload: u32,
-    ip_end: u32,
-    seq: u32,
-    payload_len: u32,
-    ack: u32,
-    window: u16,
-    ts: Option<(u32, u32)>,
-    flags_word: u32,
     ttl: u8,
     tos: u8,
     df: bool,
     v6: bool,
-    ip_id: u16,
-    payload_sum: u16,
-    sum_known: bool,
     layout: Layout,
     pseudo_base: u64,
     hash: u32,
 }
 
-/// What a frame appended to a held segment brings, from the parser or header prediction.
-#[derive(Clone, Copy)]
+/// What a frame appended to a held segment (or heading one) brings, from the parser or header
+/// prediction.
 struct Appended {
-    /// Its sequence number and TCP flags word (for a predicted segment start).
     seq: u32,
     flags_word: u32,
     /// Offset of its payload and of the end of its IP datagram.
@@ -506,11 +496,33 @@ struct Appended {
     ts: Option<(u32, u32)>,
     flags: u8,
     ip_id: u16,
-    /// Ones'-complement sum of its payload, when `sum_known`.
-    payload_sum: u16,
-    sum_known: bool,
+    /// Ones'-complement sum of its payload; `None` when it was not computed (a
+    /// hardware-verified frame under `Partial` output, which never needs it).
+    payload_sum: Option<u16>,
     trimmed: bool,
     time: u64,
+}
+
+impl Appended {
+    /// From the parser's fields.
+    #[inline(always)]
+    fn from_parsed(p: &Parsed, payload_sum: Option<u16>, trimmed: bool, time: u64) -> Self {
+        Self {
+            seq: p.seq,
+            flags_word: p.flags_word,
+            payload: p.payload,
+            ip_end: p.ip_end,
+            payload_len: p.payload_len,
+            ack: p.ack,
+            window: p.window,
+            ts: p.options.timestamps(),
+            flags: p.flags,
+            ip_id: p.ip_id,
+            payload_sum,
+            trimmed,
+            time,
+        }
+    }
 }
 
 impl<F, const S: usize> Entry<F, S> {
@@ -744,7 +756,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     fn remember(&mut self, key: &FlowKey, hash: u32, ack: u32, window: u16) {
         if self.config.policy == Policy::Lro {
             let m = &self.acks[memo_slot::<M>(hash)];
-            if m.valid && m.key == *key && (ack.wrapping_sub(m.ack) as i32) < 0 {
+            if m.valid && m.key == *key && before(ack, m.ack) {
                 // An old (reordered) ACK never makes the flow's newest ACK state older.
                 return;
             }
@@ -817,7 +829,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         p: &Parsed,
         bytes: &[u8],
         meta: &RxMeta,
-    ) -> Result<(u16, bool), PassReason> {
+    ) -> Result<(Option<u16>, bool), PassReason> {
         // Checksums first: header values are only trusted (and remembered, see `AckMemo`)
         // once the checksum vouched for them, also for frames then delivered alone.
         let ip_end = p.ip_end as usize;
@@ -866,7 +878,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         bytes: &[u8],
         meta: &RxMeta,
         pad_sum: u16,
-    ) -> Result<u16, PassReason> {
+    ) -> Result<Option<u16>, PassReason> {
         let l3 = p.l3 as usize;
         let l4 = p.l4 as usize;
         let payload = p.payload as usize;
@@ -886,10 +898,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             RxChecksum::Verified => Ok(match self.config.checksum_out {
                 // Nothing to check, and the payload sum is never used: `Partial` output
                 // writes only the pseudo-header sum.
-                OutChecksum::Partial => 0,
+                OutChecksum::Partial => None,
                 // The checksum field makes pseudo + header + payload sum to -0, so the
                 // payload's sum is the negation of the rest: no payload byte is read.
-                _ => csum::finish(csum::fold(u64::from(hdr_sum()) + pseudo_acc())),
+                _ => Some(csum::finish(csum::fold(
+                    u64::from(hdr_sum()) + pseudo_acc(),
+                ))),
             }),
             RxChecksum::Complete(total) => {
                 let (hdr_sum, pseudo) = (hdr_sum(), csum::fold(pseudo_acc()));
@@ -912,7 +926,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if !csum::is_zero(csum::add(l4_sum, pseudo)) {
                     return Err(PassReason::BadTcpChecksum);
                 }
-                Ok(csum::sub(l4_sum, hdr_sum))
+                Ok(Some(csum::sub(l4_sum, hdr_sum)))
             }
             RxChecksum::None => {
                 if !self.config.verify_checksums {
@@ -926,7 +940,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if !csum::is_zero(csum::add(csum::add(pseudo, hdr_sum), payload_sum)) {
                     return Err(PassReason::BadTcpChecksum);
                 }
-                Ok(payload_sum)
+                Ok(Some(payload_sum))
             }
         }
     }
@@ -982,14 +996,8 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if ours != theirs {
                     return Err(FlushReason::Options);
                 }
-                if !e.v6 {
-                    // `inet_gro_flush`: the ID is first + count, or fixed since the second frame.
-                    let offset = p.ip_id.wrapping_sub(e.ip_id);
-                    let fixed = e.fixed_id || (e.data_frames == 1 && offset == 0);
-                    let want = if fixed { 0 } else { e.data_frames };
-                    if offset != want {
-                        return Err(FlushReason::IpId);
-                    }
+                if !e.v6 && !ip_id_follows(e, p.ip_id) {
+                    return Err(FlushReason::IpId);
                 }
                 if p.payload_len > e.mss {
                     return Err(FlushReason::Mss);
@@ -999,13 +1007,13 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 if diff & !WINDOW != 0 {
                     return Err(FlushReason::Flags);
                 }
-                if (p.ack.wrapping_sub(e.ack) as i32) < 0 {
+                if before(p.ack, e.ack) {
                     return Err(FlushReason::Ack);
                 }
                 match (p.options, e.ts) {
                     (TcpOptions::Timestamp { val, .. }, Some((held, _))) => {
                         // RFC 7323 PAWS order: the newest TSval must not be older.
-                        if (val.wrapping_sub(held) as i32) < 0 {
+                        if before(val, held) {
                             return Err(FlushReason::Options);
                         }
                     }
@@ -1032,13 +1040,28 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 }
             }
         }
-        if e.ip_len + p.payload_len > u32::from(self.config.max_ip_len) {
+        self.room_for(e, p.payload_len)?;
+        Ok(Merge::Append)
+    }
+
+    /// Whether the segment can take `payload_len` more bytes in one more frame.
+    #[inline(always)]
+    fn room_for(&self, e: &Entry<F, S>, payload_len: u32) -> Result<(), FlushReason> {
+        if e.ip_len + payload_len > u32::from(self.config.max_ip_len) {
             return Err(FlushReason::SizeLimit);
         }
         if e.frames.is_full() {
             return Err(FlushReason::FrameLimit);
         }
-        Ok(Merge::Append)
+        Ok(())
+    }
+
+    /// Whether the segment has been held for `max_hold` at `now`.
+    #[inline(always)]
+    fn expired(&self, e: &Entry<F, S>, now: u64) -> bool {
+        self.config
+            .max_hold
+            .is_some_and(|max| now.saturating_sub(e.first_time) >= max)
     }
 
     /// Completes the held segment in `slot`: finalises the head's headers and delivers it.
@@ -1129,9 +1152,6 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         // The table hashes the key itself: a NIC hash that differs between frames of one flow
         // (or a hostile one) must not be able to split a flow and reorder it.
         let slot = self.index.find(p.key.hash(), &p.key);
-        // `verify` skips the payload sum of a hardware-verified frame under `Partial` output.
-        let sum_known = meta.checksum != RxChecksum::Verified
-            || self.config.checksum_out != OutChecksum::Partial;
         let (payload_sum, trimmed) = match self.check_alone(p, bytes, meta) {
             Ok(v) => v,
             Err(reason) => {
@@ -1143,11 +1163,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         };
         if let Some(slot) = slot {
             let e = &self.entries[usize::from(slot)];
-            let expired = self
-                .config
-                .max_hold
-                .is_some_and(|max| meta.time.saturating_sub(e.first_time) >= max);
-            let decision = if expired {
+            let decision = if self.expired(e, meta.time) {
                 Err(FlushReason::MaxHold)
             } else {
                 self.check_merge(e, p, bytes)
@@ -1157,8 +1173,8 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                     let e = &mut self.entries[usize::from(slot)];
                     e.ack = p.ack;
                     e.window = p.window;
-                    if let TcpOptions::Timestamp { val, ecr } = p.options {
-                        e.ts = Some((val, ecr));
+                    if let Some(ts) = p.options.timestamps() {
+                        e.ts = Some(ts);
                     }
                     e.absorbed += 1;
                     e.last_time = meta.time;
@@ -1172,25 +1188,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                     return Verdict::Absorbed;
                 }
                 Ok(Merge::Append) => {
-                    let a = Appended {
-                        seq: p.seq,
-                        flags_word: p.flags_word,
-                        payload: p.payload,
-                        ip_end: p.ip_end,
-                        payload_len: p.payload_len,
-                        ack: p.ack,
-                        window: p.window,
-                        ts: match p.options {
-                            TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
-                            _ => None,
-                        },
-                        flags: p.flags,
-                        ip_id: p.ip_id,
-                        payload_sum,
-                        sum_known,
-                        trimmed,
-                        time: meta.time,
-                    };
+                    let a = Appended::from_parsed(p, payload_sum, trimmed, meta.time);
                     return self.append(slot, frame, &a, sink);
                 }
                 Ok(Merge::Duplicate) => {
@@ -1201,7 +1199,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 Err(reason) => self.flush_slot(slot, reason, sink),
             }
         }
-        self.start(frame, p, (payload_sum, sum_known), trimmed, meta, sink)
+        self.start(frame, p, payload_sum, trimmed, meta, sink)
     }
 
     /// Appends a frame `check_merge` (or header prediction) accepted to the segment in `slot`.
@@ -1217,11 +1215,11 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         if e.data_frames == 1 && !e.v6 && a.ip_id == e.ip_id {
             e.fixed_id = true;
         }
-        if a.sum_known {
-            e.payload_sum =
-                csum::add_at_offset(e.payload_sum, a.payload_sum, e.payload_len as usize);
-        } else {
-            e.sums_ok = false;
+        match a.payload_sum {
+            Some(sum) => {
+                e.payload_sum = csum::add_at_offset(e.payload_sum, sum, e.payload_len as usize);
+            }
+            None => e.sums_ok = false,
         }
         e.payload_len += a.payload_len;
         e.ip_len += a.payload_len;
@@ -1331,36 +1329,28 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             }
         } else {
             if seq != e.next_seq
-                || e.ip_len + payload_len > u32::from(self.config.max_ip_len)
-                || e.frames.is_full()
-                || self
-                    .config
-                    .max_hold
-                    .is_some_and(|max| meta.time.saturating_sub(e.first_time) >= max)
+                || self.room_for(e, payload_len).is_err()
+                || self.expired(e, meta.time)
             {
                 return None;
             }
             match self.config.policy {
                 Policy::Gro => {
-                    let (window, ip_id) = (be16(L4 + 14), be16(wire::ETHERNET_LEN + 4));
-                    let offset = ip_id.wrapping_sub(e.ip_id);
-                    let fixed = e.fixed_id || (e.data_frames == 1 && offset == 0);
-                    let want = if fixed { 0 } else { e.data_frames };
                     if ack != e.ack
-                        || window != e.window
+                        || be16(L4 + 14) != e.window
                         || ts != e.ts
-                        || offset != want
+                        || !ip_id_follows(e, be16(wire::ETHERNET_LEN + 4))
                         || payload_len > e.mss
                     {
                         return None;
                     }
                 }
                 Policy::Lro => {
-                    if (ack.wrapping_sub(e.ack) as i32) < 0 {
+                    if before(ack, e.ack) {
                         return None;
                     }
                     if let (Some((val, _)), Some((held, _))) = (ts, e.ts) {
-                        if (val.wrapping_sub(held) as i32) < 0 {
+                        if before(val, held) {
                             return None;
                         }
                     }
@@ -1368,8 +1358,8 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             }
         }
         let payload_sum = match self.config.checksum_out {
-            OutChecksum::Partial => 0,
-            _ => {
+            OutChecksum::Partial => None,
+            _ => Some({
                 // Pseudo header + TCP header (checksum field included) + payload sum to -0:
                 // the payload's sum is the negation of the rest. The words are added as
                 // 32-bit values (2^16 = 1 in ones'-complement arithmetic), the constant ones
@@ -1379,7 +1369,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 let acc = words.iter().map(|&w| u64::from(w)).sum::<u64>()
                     + wire::pseudo_header_acc_from(e.sum_base, (ip_end - L4) as u32);
                 csum::finish(csum::fold(acc))
-            }
+            }),
         };
         Some((
             slot,
@@ -1396,7 +1386,6 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
                 flags: h[L4 + 13],
                 ip_id: be16(wire::ETHERNET_LEN + 4),
                 payload_sum,
-                sum_known: self.config.checksum_out != OutChecksum::Partial,
                 trimmed: false,
                 time: meta.time,
             },
@@ -1407,7 +1396,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         &mut self,
         frame: F,
         p: &Parsed,
-        (payload_sum, sum_known): (u16, bool),
+        payload_sum: Option<u16>,
         trimmed: bool,
         meta: &RxMeta,
         sink: &mut K,
@@ -1438,36 +1427,24 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             return self.deliver_alone(frame, PassReason::Malformed, Some(p), sink);
         };
         let head = Head {
+            frame: Appended::from_parsed(p, payload_sum, trimmed, meta.time),
             l3: p.l3,
             l4: p.l4,
-            payload: p.payload,
-            ip_end: p.ip_end,
-            seq: p.seq,
-            payload_len: p.payload_len,
-            ack: p.ack,
-            window: p.window,
-            ts: match p.options {
-                TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
-                _ => None,
-            },
-            flags_word: p.flags_word,
             ttl: p.ttl,
             tos: p.tos,
             df: p.df,
             v6: p.is_v6(),
-            ip_id: p.ip_id,
-            payload_sum,
-            sum_known,
             layout: layout(p, frame.as_ref(), meta),
             pseudo_base: p.key.pseudo_header_base(),
             hash,
         };
-        self.init_entry(slot, frame, &head, meta.time)
+        self.init_entry(slot, frame, &head)
     }
 
     /// Starts a segment in the free entry `slot` with `frame` as its head.
     #[inline(always)]
-    fn init_entry(&mut self, slot: u16, frame: F, h: &Head, time: u64) -> Verdict {
+    fn init_entry(&mut self, slot: u16, frame: F, h: &Head) -> Verdict {
+        let (a, time) = (&h.frame, h.frame.time);
         let e = &mut self.entries[usize::from(slot)];
         if h.layout != Layout::No {
             if let Some(t) = frame.as_ref().first_chunk::<PREDICT_LEN>() {
@@ -1492,26 +1469,26 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         // Field by field: the frame vector stays in place (moving it would copy S slots).
         e.l3 = h.l3;
         e.l4 = h.l4;
-        e.head_payload = h.payload;
-        e.next_seq = h.seq.wrapping_add(h.payload_len);
-        e.ack = h.ack;
-        e.window = h.window;
-        e.ts = h.ts;
-        e.flags_word = h.flags_word;
+        e.head_payload = a.payload;
+        e.next_seq = a.seq.wrapping_add(a.payload_len);
+        e.ack = a.ack;
+        e.window = a.window;
+        e.ts = a.ts;
+        e.flags_word = a.flags_word;
         e.or_flags = 0;
         e.ttl = h.ttl;
         e.tos = h.tos;
         e.df = h.df;
         e.v6 = h.v6;
-        e.ip_id = h.ip_id;
+        e.ip_id = a.ip_id;
         e.fixed_id = false;
-        e.mss = h.payload_len;
-        e.max_payload = h.payload_len;
-        e.data_frames = u16::from(h.payload_len > 0);
-        e.ip_len = h.ip_end - h.l3;
-        e.payload_sum = h.payload_sum;
-        e.sums_ok = h.sum_known;
-        e.payload_len = h.payload_len;
+        e.mss = a.payload_len;
+        e.max_payload = a.payload_len;
+        e.data_frames = u16::from(a.payload_len > 0);
+        e.ip_len = a.ip_end - h.l3;
+        e.payload_sum = a.payload_sum.unwrap_or(0);
+        e.sums_ok = a.payload_sum.is_some();
+        e.payload_len = a.payload_len;
         e.absorbed = 0;
         e.first_time = time;
         e.last_time = time;
@@ -1519,7 +1496,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         let _ = e.frames.push(Held {
             frame,
             start: 0,
-            end: h.ip_end,
+            end: a.ip_end,
         });
         self.held += 1;
         if let Some(max) = self.config.max_hold {
@@ -1535,31 +1512,21 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         &mut self,
         hot: u16,
         frame: F,
-        a: &Appended,
+        a: Appended,
         meta: &RxMeta,
         sink: &mut K,
     ) -> Verdict {
         let old = &self.entries[usize::from(hot)];
         let key = *self.index.key(hot);
         let head = Head {
+            frame: a,
             l3: wire::ETHERNET_LEN as u32,
             l4: (wire::ETHERNET_LEN + wire::IPV4_LEN) as u32,
-            payload: a.payload,
-            ip_end: a.ip_end,
-            seq: a.seq,
-            payload_len: a.payload_len,
-            ack: a.ack,
-            window: a.window,
-            ts: a.ts,
-            flags_word: a.flags_word,
             // Equal to the template's, as the mask requires.
             ttl: old.ttl,
             tos: old.tos,
             df: old.df,
             v6: false,
-            ip_id: a.ip_id,
-            payload_sum: a.payload_sum,
-            sum_known: a.sum_known,
             layout: old.predict,
             pseudo_base: old.pseudo_base,
             hash: old.hash,
@@ -1574,7 +1541,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             // Unreachable (room was made above), but never lose a frame.
             return self.push_general(frame, meta, sink);
         };
-        self.init_entry(slot, frame, &head, meta.time)
+        self.init_entry(slot, frame, &head)
     }
 }
 
@@ -1586,17 +1553,15 @@ fn layout(p: &Parsed, bytes: &[u8], meta: &RxMeta) -> Layout {
     let Some(h) = bytes.first_chunk::<PREDICT_LEN>() else {
         return Layout::No;
     };
-    // The shape `wire::parse_into`'s fast path reads: untagged Ethernet, IPv4 with IHL 5,
-    // not a fragment, TCP.
+    // The shape `wire::parse_into`'s fast path reads: untagged Ethernet (IP at 14), IPv4 with
+    // IHL 5 (TCP at 34), TCP (`p` exists), no flag but DF and no fragment offset.
     if meta.link != LinkKind::Ethernet
         || meta.vlan_stripped.is_some()
+        || p.is_v6()
         || p.l3 != L3 as u32
         || p.l4 != L4 as u32
-        || h[12..14] != [0x08, 0x00]
-        || h[L3] != 0x45
         || h[L3 + 6] & !0x40 != 0
         || h[L3 + 7] != 0
-        || h[L3 + 9] != 6
     {
         return Layout::No;
     }
@@ -1607,6 +1572,22 @@ fn layout(p: &Parsed, bytes: &[u8], meta: &RxMeta) -> Layout {
         }
         _ => Layout::No,
     }
+}
+
+/// Serial-number order (RFC 1982, as TCP compares sequence, ACK and timestamp values): `a` is
+/// before `b`.
+#[inline(always)]
+fn before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// Linux `inet_gro_flush` for IPv4 under `Gro`: the frame's ID is the head's plus the data
+/// frames so far, or the same fixed ID (fixed since the second frame).
+#[inline(always)]
+fn ip_id_follows<F, const S: usize>(e: &Entry<F, S>, ip_id: u16) -> bool {
+    let offset = ip_id.wrapping_sub(e.ip_id);
+    let fixed = e.fixed_id || (e.data_frames == 1 && offset == 0);
+    offset == if fixed { 0 } else { e.data_frames }
 }
 
 /// The bytes of a held segment's first frame (empty when nothing is held).
@@ -1682,7 +1663,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             self.stats.data_in += 1;
             self.stats.predicted += 1;
             return if start {
-                self.start_predicted(slot, frame, &a, meta, sink)
+                self.start_predicted(slot, frame, a, meta, sink)
             } else {
                 self.append(slot, frame, &a, sink)
             };

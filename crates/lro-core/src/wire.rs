@@ -337,6 +337,17 @@ pub enum TcpOptions {
     Other,
 }
 
+impl TcpOptions {
+    /// `(TSval, TSecr)` of the aligned timestamp layout, if that is what the frame carries.
+    #[inline]
+    pub const fn timestamps(self) -> Option<(u32, u32)> {
+        match self {
+            TcpOptions::Timestamp { val, ecr } => Some((val, ecr)),
+            _ => None,
+        }
+    }
+}
+
 /// The fields of a parsed TCP frame the engine works with. Offsets are from the start of the
 /// frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
