@@ -61,7 +61,7 @@ pub struct Config {
     /// receives a frame and in [`Coalesce::flush_idle`]. `None`: no limit.
     pub max_hold: Option<u64>,
     /// Header prediction (on by default): a frame whose headers equal those of the segment the
-    /// previous frame started or joined, in every byte that must not change (addresses, ports,
+    /// previous data frame started or joined, in every byte that must not change (addresses, ports,
     /// MACs, IP and TCP fields, option layout), is checked and appended without the parser and
     /// the flow lookup; once that segment was delivered, the frame starts the flow's next one
     /// the same way. Van Jacobson's TCP fast path applied to GRO: the common case of a run of
@@ -638,7 +638,7 @@ pub struct Coalescer<F, const N: usize = 64, const S: usize = 64, const M: usize
     /// Earliest time at which some held segment reaches `max_hold` (`u64::MAX`: none).
     hold_deadline: u64,
     held: usize,
-    /// The entry the previous frame started or joined: header prediction's candidate.
+    /// The entry the previous data frame started or joined: header prediction's candidate.
     hot: u16,
 }
 
@@ -1260,7 +1260,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
     }
 
     /// Header prediction (see [`Config::header_prediction`]): when the frame continues the
-    /// segment the previous frame started or joined and the general path would append it, or
+    /// segment the previous data frame started or joined and the general path would append it, or
     /// that segment was delivered and the general path would start the flow's next segment with
     /// the frame, the entry, whether it is such a start, and what the frame brings; `None` when
     /// the general path has to decide. Changes nothing.
@@ -1465,7 +1465,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             }
         };
         e.hash = h.hash;
-        self.hot = slot;
+        // Prediction takes data frames only: a segment headed by a pure ACK (the reverse
+        // direction of a bulk flow, typically) leaves the hot slot to the flow whose data
+        // comes next.
+        if a.payload_len > 0 {
+            self.hot = slot;
+        }
         // Field by field: the frame vector stays in place (moving it would copy S slots).
         e.l3 = h.l3;
         e.l4 = h.l4;

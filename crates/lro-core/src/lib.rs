@@ -87,7 +87,7 @@
 //!
 //! # Header prediction
 //! Van Jacobson's TCP fast path, applied to coalescing ([`Config::header_prediction`], on by
-//! default): the engine keeps the first 64 header bytes of the segment the previous frame
+//! default): the engine keeps the first 64 header bytes of the segment the previous data frame
 //! started or joined, and a frame equal to them in every byte that must not change (masked
 //! compare: addresses, ports, MACs, IP and TCP fields, option layout) and continuing the
 //! sequence is appended, or starts the flow's next segment, without the parser, the flow

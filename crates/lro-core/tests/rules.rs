@@ -4,7 +4,7 @@
 #![cfg(feature = "test-utils")]
 
 use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
-use lro_core::{Coalesce, Coalescer, Config, RxMeta, Segment, Sink, Verdict};
+use lro_core::{Coalesce, Coalescer, Config, RxChecksum, RxMeta, Segment, Sink, Verdict};
 
 /// What the sink saw: the frames of each segment (head first, as rewritten), and the
 /// released frames.
@@ -178,4 +178,43 @@ fn gro_pure_ack_follows_held_data() {
     assert_eq!(rec.segments.len(), 2);
     assert_eq!(rec.segments[0].len(), 2);
     assert_eq!(rec.segments[1], vec![ack]);
+}
+
+/// Lro, hardware-verified frames: a pure ACK of the reverse direction that starts a segment
+/// between two data frames of a bulk flow does not take header prediction's hot slot (which
+/// only data frames use), so the flow's next data frame is still predicted.
+#[test]
+fn reverse_pure_ack_leaves_prediction_to_the_data_flow() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let reverse = |id: u16, ack: u32| {
+        let mut s = FrameSpec::ipv4_tcp(80, 40000);
+        if let IpSpec::V4(ip) = &mut s.ip {
+            ip.id = id;
+            std::mem::swap(&mut ip.src, &mut ip.dst);
+        }
+        frame(s.seq(5).ack(ack).flags(TCP_ACK))
+    };
+    let frames = [
+        data(1, 1000, 5, TCP_ACK),
+        // Nothing known of the reverse flow yet: delivered alone, and remembered.
+        reverse(2, 1000),
+        // Advances the ACK: held, heading a segment of its own.
+        reverse(3, 1100),
+        data(4, 1100, 5, TCP_ACK),
+    ];
+    let mut engine: Coalescer<Vec<u8>, 8, 16> = Coalescer::new(Config::lro());
+    let mut rec = Rec::default();
+    let verdicts: Vec<_> = frames
+        .iter()
+        .map(|f| engine.push(f.clone(), &meta, &mut rec))
+        .collect();
+    engine.flush_all(&mut rec);
+    assert_eq!(verdicts[0], Verdict::Held);
+    assert!(matches!(verdicts[1], Verdict::Passed(_)), "{verdicts:?}");
+    assert_eq!(verdicts[2], Verdict::Held);
+    assert_eq!(verdicts[3], Verdict::Merged);
+    assert_eq!(engine.stats().predicted, 1, "the data flow's next frame");
+    let sizes: Vec<usize> = rec.segments.iter().map(Vec::len).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 4);
+    assert!(sizes.contains(&2), "the two data frames merged: {sizes:?}");
 }
