@@ -382,9 +382,14 @@ struct Entry<F, const S: usize> {
     data_frames: u16,
     /// Length of the merged IP datagram so far.
     ip_len: u32,
-    /// Ones'-complement sum of all payload so far, and its length (for odd offsets).
+    /// Ones'-complement sum of the payload so far, folded, and its length (for odd offsets);
+    /// together with `negated_acc`.
     payload_sum: u16,
-    /// Whether `payload_sum` covers every frame: not when a hardware-verified frame arrived
+    /// Unfolded sum whose negation is the sum of the rest of the payload: the pieces header
+    /// prediction derived from their headers ([`PayloadSum::Negated`]) at even offsets, added
+    /// as they come and folded once, in `finalise`. 0 when there are none.
+    negated_acc: u64,
+    /// Whether the two sums cover every frame: not when a hardware-verified frame arrived
     /// under `Partial` output, which needs no sum (`finalise` then sums the held payload if
     /// the output mode changed to `Full` meanwhile).
     sums_ok: bool,
@@ -496,11 +501,23 @@ struct Appended {
     ts: Option<(u32, u32)>,
     flags: u8,
     ip_id: u16,
-    /// Ones'-complement sum of its payload; `None` when it was not computed (a
-    /// hardware-verified frame under `Partial` output, which never needs it).
-    payload_sum: Option<u16>,
+    /// Ones'-complement sum of its payload.
+    payload_sum: PayloadSum,
     trimmed: bool,
     time: u64,
+}
+
+/// A frame's payload sum, in the form its source has it.
+#[derive(Clone, Copy)]
+enum PayloadSum {
+    /// Not computed: a hardware-verified frame under `Partial` output, which never needs it.
+    None,
+    /// The folded sum (the general path).
+    Folded(u16),
+    /// The negation of this unfolded sum of the pseudo header and TCP header words, checksum
+    /// field included (header prediction: the three sum to -0). Added unfolded to the
+    /// segment's `negated_acc` at even offsets, saving a fold per frame.
+    Negated(u64),
 }
 
 impl Appended {
@@ -518,7 +535,10 @@ impl Appended {
             ts: p.options.timestamps(),
             flags: p.flags,
             ip_id: p.ip_id,
-            payload_sum,
+            payload_sum: match payload_sum {
+                Some(sum) => PayloadSum::Folded(sum),
+                None => PayloadSum::None,
+            },
             trimmed,
             time,
         }
@@ -548,6 +568,7 @@ impl<F, const S: usize> Entry<F, S> {
         data_frames: 0,
         ip_len: 0,
         payload_sum: 0,
+        negated_acc: 0,
         sums_ok: true,
         payload_len: 0,
         absorbed: 0,
@@ -1215,11 +1236,16 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         if e.data_frames == 1 && !e.v6 && a.ip_id == e.ip_id {
             e.fixed_id = true;
         }
+        let at = e.payload_len as usize;
         match a.payload_sum {
-            Some(sum) => {
-                e.payload_sum = csum::add_at_offset(e.payload_sum, sum, e.payload_len as usize);
+            PayloadSum::Folded(sum) => e.payload_sum = csum::add_at_offset(e.payload_sum, sum, at),
+            // Even offset: the pieces' sums add as they are, and so do their negations.
+            PayloadSum::Negated(acc) if at.is_multiple_of(2) => e.negated_acc += acc,
+            PayloadSum::Negated(acc) => {
+                let sum = csum::finish(csum::fold(acc));
+                e.payload_sum = csum::add_at_offset(e.payload_sum, sum, at);
             }
-            None => e.sums_ok = false,
+            PayloadSum::None => e.sums_ok = false,
         }
         e.payload_len += a.payload_len;
         e.ip_len += a.payload_len;
@@ -1358,17 +1384,16 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
             }
         }
         let payload_sum = match self.config.checksum_out {
-            OutChecksum::Partial => None,
-            _ => Some({
+            OutChecksum::Partial => PayloadSum::None,
+            _ => PayloadSum::Negated({
                 // Pseudo header + TCP header (checksum field included) + payload sum to -0:
                 // the payload's sum is the negation of the rest. The words are added as
                 // 32-bit values (2^16 = 1 in ones'-complement arithmetic), the constant ones
                 // are in `sum_base`.
                 let (val, ecr) = ts.unwrap_or((0, 0));
                 let words = [seq, ack, be32(L4 + 12), be32(L4 + 16), val, ecr];
-                let acc = words.iter().map(|&w| u64::from(w)).sum::<u64>()
-                    + wire::pseudo_header_acc_from(e.sum_base, (ip_end - L4) as u32);
-                csum::finish(csum::fold(acc))
+                words.iter().map(|&w| u64::from(w)).sum::<u64>()
+                    + wire::pseudo_header_acc_from(e.sum_base, (ip_end - L4) as u32)
             }),
         };
         Some((
@@ -1491,8 +1516,12 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         e.max_payload = a.payload_len;
         e.data_frames = u16::from(a.payload_len > 0);
         e.ip_len = a.ip_end - h.l3;
-        e.payload_sum = a.payload_sum.unwrap_or(0);
-        e.sums_ok = a.payload_sum.is_some();
+        (e.payload_sum, e.negated_acc, e.sums_ok) = match a.payload_sum {
+            PayloadSum::None => (0, 0, false),
+            PayloadSum::Folded(sum) => (sum, 0, true),
+            // The head's payload starts the segment's, at offset 0.
+            PayloadSum::Negated(acc) => (0, acc, true),
+        };
         e.payload_len = a.payload_len;
         e.absorbed = 0;
         e.first_time = time;
@@ -1619,6 +1648,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, c
             at += piece.len();
         }
         e.payload_sum = sum;
+        e.negated_acc = 0;
         e.sums_ok = true;
     }
     let Some(head) = e.frames.first_mut() else {
@@ -1653,7 +1683,14 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, c
         OutChecksum::Partial => pseudo,
         OutChecksum::Full | OutChecksum::AsReceived => {
             let hdr = csum::sum_header(&b[l4..payload]);
-            csum::finish(csum::add(csum::add(pseudo, hdr), e.payload_sum))
+            // Folding the negated pieces' sum here, not per frame, can turn a -0 (0xffff)
+            // payload sum into +0 (0): the same number, and adding it to the nonzero
+            // pseudo-header sum gives the same result either way.
+            let payload_sum = match e.negated_acc {
+                0 => e.payload_sum,
+                acc => csum::add(e.payload_sum, csum::finish(csum::fold(acc))),
+            };
+            csum::finish(csum::add(csum::add(pseudo, hdr), payload_sum))
         }
     };
     wire::write_be16(b, l4 + wire::TCP_CHECKSUM, value);
