@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Side-by-side timing of `lro bench` and the DPDK GRO peer benchmark on one capture, in
+# alternating runs (this kind of machine is shared and noisy: only ratios taken in one session,
+# runs interleaved, mean anything).
+#
+#     scripts/compare-dpdk.sh PEER_DIR CAPTURE [RUNS] [BURST] [-- extra lro bench options]
+#
+# PEER_DIR: a built copy of shared/tools/peer-dpdk-gro (its build.sh needs libdpdk-dev,
+# libpcap-dev and pkg-config); CAPTURE: pcap or pcap.xz. RUNS alternating runs (default 9),
+# each the best of 20 rounds, at BURST (default 32), with trusted checksums. Prints, per
+# variant, the median and the minimum of the runs' bests and their ratio to DPDK's parse+gro.
+# Variants: lro with full checksums (the default output), with `--out-csum partial` (no full
+# TCP checksum written, as DPDK and Linux GRO), and the same two under `--policy gro`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pos=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+  pos+=("$1")
+  shift
+done
+[ "${1:-}" = -- ] && shift
+extra=("$@")
+if [ ${#pos[@]} -lt 2 ] || [ ${#pos[@]} -gt 4 ]; then
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
+peer=${pos[0]} capture=${pos[1]}
+runs=${pos[2]:-9} burst=${pos[3]:-32}
+
+[ -x "$peer/run.sh" ] && [ -x "$peer/gro_bench" ] || {
+  echo "$peer: no built DPDK peer (run its build.sh first)" >&2
+  exit 2
+}
+[ -r "$capture" ] || { echo "$capture: cannot read" >&2; exit 2; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pcap=$work/capture.pcap
+case $capture in
+  *.xz) xz -dc "$capture" > "$pcap" ;;
+  *) cp "$capture" "$pcap" ;;
+esac
+
+cargo build --release --quiet
+lro=target/release/lro
+
+variants=(dpdk lro lro_partial gro gro_partial)
+opts_lro=()
+opts_lro_partial=(--out-csum partial)
+opts_gro=(--policy gro)
+opts_gro_partial=(--policy gro --out-csum partial)
+
+best() { # the JSON field ns_per_frame_best of one `lro bench --json` run
+  sed -n 's/.*"ns_per_frame_best":\([0-9.eE+-]*\).*/\1/p'
+}
+
+for i in $(seq "$runs"); do
+  for v in "${variants[@]}"; do
+    if [ "$v" = dpdk ]; then
+      "$peer/run.sh" "$pcap" "$burst" 20 2>/dev/null \
+        | sed -n 's/.*parse+gro.*ns_per_frame=\([0-9.]*\).*/\1/p' >> "$work/$v"
+    else
+      declare -n opts="opts_$v"
+      "$lro" bench "$pcap" --burst "$burst" --rounds 20 --csum trust "${opts[@]}" \
+        "${extra[@]}" --json | best >> "$work/$v"
+    fi
+  done
+  echo "run $i of $runs done" >&2
+done
+
+stat() { # median and minimum of a file of numbers
+  sort -g "$1" | awk '{ v[NR] = $1 } END {
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%s %s\n", m, v[1] }'
+}
+
+read -r dmed dmin < <(stat "$work/dpdk")
+printf "%-12s %10s %10s %14s %12s\n" variant "median ns" "min ns" "median ratio" "min ratio"
+for v in "${variants[@]}"; do
+  read -r med min < <(stat "$work/$v")
+  awk -v v="$v" -v med="$med" -v min="$min" -v dmed="$dmed" -v dmin="$dmin" 'BEGIN {
+    printf "%-12s %10.1f %10.1f %14.2f %12.2f\n", v, med, min, med / dmed, min / dmin }'
+done
