@@ -383,12 +383,14 @@ struct Entry<F, const S: usize> {
     /// Length of the merged IP datagram so far.
     ip_len: u32,
     /// Ones'-complement sum of the payload so far, folded, and its length (for odd offsets);
-    /// together with `negated_acc`.
+    /// together with the predicted frames' (`negated_acc`).
     payload_sum: u16,
-    /// Unfolded sum whose negation is the sum of the rest of the payload: the pieces header
-    /// prediction derived from their headers ([`PayloadSum::Negated`]) at even offsets, added
-    /// as they come and folded once, in `finalise`. 0 when there are none.
+    /// The payload of frames header prediction appended at even offsets
+    /// ([`PayloadSum::Negated`]): the sum of their varying header words ([`predicted_words`],
+    /// unfolded, native byte order) and their number. With `negated_frames * sum_base` added,
+    /// the negation of the sum of their payload; `finalise` folds it once.
     negated_acc: u64,
+    negated_frames: u16,
     /// Whether the two sums cover every frame: not when a hardware-verified frame arrived
     /// under `Partial` output, which needs no sum (`finalise` then sums the held payload if
     /// the output mode changed to `Full` meanwhile).
@@ -404,9 +406,10 @@ struct Entry<F, const S: usize> {
     template: Template,
     /// The flow's pseudo-header sum without the TCP length (`FlowKey::pseudo_header_base`).
     pseudo_base: u64,
-    /// `pseudo_base` plus the TCP header words every predicted frame shares with the template
-    /// (ports; option kinds), as big-endian 32-bit values: a predicted frame's header sum is
-    /// then this plus the words it loads anyway.
+    /// The part of a predicted frame's pseudo-header and TCP-header sum every such frame
+    /// shares with the template: `pseudo_base`, minus the IPv4 header length (the pseudo header
+    /// counts the TCP length, [`predicted_words`] the IP total length), the ports and option
+    /// kinds; in native byte order, as [`predicted_words`] sums.
     sum_base: u64,
     /// The flow key's hash (the key itself stays in the index slot of the same number, also
     /// once the segment is delivered, until the slot is reused).
@@ -514,10 +517,48 @@ enum PayloadSum {
     None,
     /// The folded sum (the general path).
     Folded(u16),
-    /// The negation of this unfolded sum of the pseudo header and TCP header words, checksum
-    /// field included (header prediction: the three sum to -0). Added unfolded to the
-    /// segment's `negated_acc` at even offsets, saving a fold per frame.
-    Negated(u64),
+    /// Header prediction's: pseudo header, TCP header (checksum field included) and payload
+    /// sum to -0, so the payload's sum is the negation of the headers'. Their varying words
+    /// ([`predicted_words`]) are added to the segment's `negated_acc` as they are, the
+    /// constant ones (`sum_base`) once per segment, and the result folded once, in `finalise`.
+    Negated,
+}
+
+/// The words of a predicted frame's pseudo header and TCP header that vary from frame to frame
+/// (IP total length; sequence and ACK numbers, data offset, flags, window, checksum, urgent
+/// pointer; timestamp values), summed as loaded: native byte order, 32 bits at a time (2^16 = 1
+/// in ones'-complement arithmetic), which gives the byte-swapped sum on a little-endian host
+/// (RFC 1071 section 2 (B)). `None` if the frame is shorter than its layout (never after
+/// `predict`).
+#[inline(always)]
+fn predicted_words(bytes: &[u8], layout: Layout) -> Option<u64> {
+    const L3: usize = wire::ETHERNET_LEN;
+    const L4: usize = L3 + wire::IPV4_LEN;
+    let h = bytes.first_chunk::<{ L4 + wire::TCP_LEN }>()?;
+    let acc = u64::from(u16::from_ne_bytes([h[L3 + 2], h[L3 + 3]]))
+        + ne32(h, L4 + 4)
+        + ne32(h, L4 + 8)
+        + ne32(h, L4 + 12)
+        + ne32(h, L4 + 16);
+    Some(match layout {
+        Layout::Timestamp => {
+            let t = bytes.get(L4 + wire::TCP_LEN + 4..L4 + wire::TCP_LEN + 12)?;
+            acc + ne32(t, 0) + ne32(t, 4)
+        }
+        _ => acc,
+    })
+}
+
+/// A 32-bit word of `b` at `at` in native byte order, widened for an unfolded sum.
+#[inline(always)]
+fn ne32(b: &[u8], at: usize) -> u64 {
+    u64::from(u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]))
+}
+
+/// The payload sum a native-order unfolded sum of header words stands for (its negation).
+#[inline(always)]
+fn negated_sum(acc: u64) -> u16 {
+    csum::finish(u16::from_be(csum::fold(acc)))
 }
 
 impl Appended {
@@ -569,6 +610,7 @@ impl<F, const S: usize> Entry<F, S> {
         ip_len: 0,
         payload_sum: 0,
         negated_acc: 0,
+        negated_frames: 0,
         sums_ok: true,
         payload_len: 0,
         absorbed: 0,
@@ -1239,12 +1281,18 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         let at = e.payload_len as usize;
         match a.payload_sum {
             PayloadSum::Folded(sum) => e.payload_sum = csum::add_at_offset(e.payload_sum, sum, at),
-            // Even offset: the pieces' sums add as they are, and so do their negations.
-            PayloadSum::Negated(acc) if at.is_multiple_of(2) => e.negated_acc += acc,
-            PayloadSum::Negated(acc) => {
-                let sum = csum::finish(csum::fold(acc));
-                e.payload_sum = csum::add_at_offset(e.payload_sum, sum, at);
-            }
+            PayloadSum::Negated => match predicted_words(frame.as_ref(), e.predict) {
+                // Even offset: the pieces' sums add as they are, and so do their negations.
+                Some(words) if at.is_multiple_of(2) => {
+                    e.negated_acc += words;
+                    e.negated_frames += 1;
+                }
+                Some(words) => {
+                    let sum = negated_sum(words + e.sum_base);
+                    e.payload_sum = csum::add_at_offset(e.payload_sum, sum, at);
+                }
+                None => e.sums_ok = false,
+            },
             PayloadSum::None => e.sums_ok = false,
         }
         e.payload_len += a.payload_len;
@@ -1385,16 +1433,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         }
         let payload_sum = match self.config.checksum_out {
             OutChecksum::Partial => PayloadSum::None,
-            _ => PayloadSum::Negated({
-                // Pseudo header + TCP header (checksum field included) + payload sum to -0:
-                // the payload's sum is the negation of the rest. The words are added as
-                // 32-bit values (2^16 = 1 in ones'-complement arithmetic), the constant ones
-                // are in `sum_base`.
-                let (val, ecr) = ts.unwrap_or((0, 0));
-                let words = [seq, ack, be32(L4 + 12), be32(L4 + 16), val, ecr];
-                words.iter().map(|&w| u64::from(w)).sum::<u64>()
-                    + wire::pseudo_header_acc_from(e.sum_base, (ip_end - L4) as u32)
-            }),
+            _ => PayloadSum::Negated,
         };
         Some((
             slot,
@@ -1481,12 +1520,14 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         e.sum_base = {
             const L4: usize = wire::ETHERNET_LEN + wire::IPV4_LEN;
             let t = &e.template.0;
-            let be32 =
-                |at: usize| u64::from(u32::from_be_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]));
+            // Network-order values in native order: their bytes as they sit in a frame. Minus
+            // the IPv4 header length is plus its ones' complement.
+            let base = u64::from(csum::fold(h.pseudo_base).to_be())
+                + u64::from((!(wire::IPV4_LEN as u16)).to_be());
             match h.layout {
                 Layout::No => 0,
-                Layout::Plain => h.pseudo_base + be32(L4),
-                Layout::Timestamp => h.pseudo_base + be32(L4) + be32(L4 + wire::TCP_LEN),
+                Layout::Plain => base + ne32(t, L4),
+                Layout::Timestamp => base + ne32(t, L4) + ne32(t, L4 + wire::TCP_LEN),
             }
         };
         e.hash = h.hash;
@@ -1516,11 +1557,14 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, const N: usize, const S: usize, const M: usiz
         e.max_payload = a.payload_len;
         e.data_frames = u16::from(a.payload_len > 0);
         e.ip_len = a.ip_end - h.l3;
-        (e.payload_sum, e.negated_acc, e.sums_ok) = match a.payload_sum {
-            PayloadSum::None => (0, 0, false),
-            PayloadSum::Folded(sum) => (sum, 0, true),
+        (e.payload_sum, e.negated_acc, e.negated_frames, e.sums_ok) = match a.payload_sum {
+            PayloadSum::None => (0, 0, 0, false),
+            PayloadSum::Folded(sum) => (sum, 0, 0, true),
             // The head's payload starts the segment's, at offset 0.
-            PayloadSum::Negated(acc) => (0, acc, true),
+            PayloadSum::Negated => match predicted_words(frame.as_ref(), h.layout) {
+                Some(words) => (0, words, 1, true),
+                None => (0, 0, 0, false),
+            },
         };
         e.payload_len = a.payload_len;
         e.absorbed = 0;
@@ -1649,6 +1693,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, c
         }
         e.payload_sum = sum;
         e.negated_acc = 0;
+        e.negated_frames = 0;
         e.sums_ok = true;
     }
     let Some(head) = e.frames.first_mut() else {
@@ -1686,9 +1731,12 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, const S: usize>(e: &mut Entry<F, S>, c
             // Folding the negated pieces' sum here, not per frame, can turn a -0 (0xffff)
             // payload sum into +0 (0): the same number, and adding it to the nonzero
             // pseudo-header sum gives the same result either way.
-            let payload_sum = match e.negated_acc {
+            let payload_sum = match e.negated_frames {
                 0 => e.payload_sum,
-                acc => csum::add(e.payload_sum, csum::finish(csum::fold(acc))),
+                n => {
+                    let acc = e.negated_acc + u64::from(n) * e.sum_base;
+                    csum::add(e.payload_sum, negated_sum(acc))
+                }
             };
             csum::finish(csum::add(csum::add(pseudo, hdr), payload_sum))
         }
