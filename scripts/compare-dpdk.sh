@@ -8,7 +8,8 @@
 # PEER_DIR: a built copy of shared/tools/peer-dpdk-gro (its build.sh needs libdpdk-dev,
 # libpcap-dev and pkg-config); CAPTURE: pcap or pcap.xz. RUNS alternating runs (default 9),
 # each the best of 20 rounds, at BURST (default 32), with trusted checksums. Prints, per
-# variant, the median and the minimum of the runs' bests and their ratio to DPDK's parse+gro.
+# variant, the median and the minimum of the runs' bests, their ratios to DPDK's parse+gro,
+# and the median of each run's own ratio to the DPDK run beside it (paired).
 # Variants: lro with full checksums (the default output), with `--out-csum partial` (no full
 # TCP checksum written, as DPDK and Linux GRO), and the same two under `--policy gro`.
 set -euo pipefail
@@ -22,7 +23,7 @@ done
 [ "${1:-}" = -- ] && shift
 extra=("$@")
 if [ ${#pos[@]} -lt 2 ] || [ ${#pos[@]} -gt 4 ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 peer=${pos[0]} capture=${pos[1]}
@@ -76,9 +77,15 @@ stat() { # median and minimum of a file of numbers
 }
 
 read -r dmed dmin < <(stat "$work/dpdk")
-printf "%-12s %10s %10s %14s %12s\n" variant "median ns" "min ns" "median ratio" "min ratio"
+printf "%-12s %10s %10s %14s %12s %14s\n" variant "median ns" "min ns" "median ratio" "min ratio" \
+  "paired ratio"
 for v in "${variants[@]}"; do
   read -r med min < <(stat "$work/$v")
-  awk -v v="$v" -v med="$med" -v min="$min" -v dmed="$dmed" -v dmin="$dmin" 'BEGIN {
-    printf "%-12s %10.1f %10.1f %14.2f %12.2f\n", v, med, min, med / dmed, min / dmin }'
+  # each run's own ratio to the DPDK run beside it, then their median: drift slower than
+  # one run cancels out of it
+  paste "$work/$v" "$work/dpdk" | awk '{ printf "%.6f\n", $1 / $2 }' > "$work/$v.paired"
+  read -r pmed _ < <(stat "$work/$v.paired")
+  awk -v v="$v" -v med="$med" -v min="$min" -v dmed="$dmed" -v dmin="$dmin" -v pmed="$pmed" \
+    'BEGIN { printf "%-12s %10.1f %10.1f %14.2f %12.2f %14.2f\n", v, med, min, med / dmed,
+      min / dmin, pmed }'
 done
