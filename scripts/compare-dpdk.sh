@@ -23,7 +23,7 @@ done
 [ "${1:-}" = -- ] && shift
 extra=("$@")
 if [ ${#pos[@]} -lt 2 ] || [ ${#pos[@]} -gt 4 ]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" # the comment block above
   exit 2
 fi
 peer=${pos[0]} capture=${pos[1]}
@@ -66,6 +66,11 @@ for i in $(seq "$runs"); do
       "$lro" bench "$pcap" --burst "$burst" --rounds 20 --csum trust "${opts[@]}" \
         "${extra[@]}" --json | best >> "$work/$v"
     fi
+    # one number per run, or the paired ratios below would pair the wrong runs
+    [ "$(wc -l < "$work/$v")" -eq "$i" ] || {
+      echo "run $i: $v printed no ns per frame" >&2
+      exit 1
+    }
   done
   echo "run $i of $runs done" >&2
 done
