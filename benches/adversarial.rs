@@ -14,7 +14,9 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use lro_core::rss::RssSorted;
 use lro_core::testing::{FrameSpec, IpSpec};
-use lro_core::{Coalesce, Coalescer, Config, RssHash, RssType, RxChecksum, RxMeta, Segment, Sink};
+use lro_core::{
+    Coalescer, Config, Engine, RssHash, RssType, RxChecksum, RxMeta, Segment, Sink, Sizes,
+};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -48,7 +50,7 @@ fn verified() -> RxMeta {
 }
 
 /// Times pushing all `frames` into the engine `make()` returns, then `flush_all`.
-fn bench<C: Coalesce<Vec<u8>>>(
+fn bench<C: Coalescer<Vec<u8>>>(
     c: &mut Criterion,
     name: &str,
     frames: &Frames,
@@ -128,7 +130,7 @@ fn colliding(k: usize) -> FrameSpec<'static> {
 }
 
 fn hash_collisions(c: &mut Criterion) {
-    let make = || Coalescer::<Vec<u8>, 64, 64>::new(Config::lro());
+    let make = || Engine::<Vec<u8>, Sizes<64, 64>>::new(Config::lro());
     bench(
         c,
         "distinct_key_hashes_64_flows",
@@ -145,7 +147,7 @@ fn hash_collisions(c: &mut Criterion) {
 
 fn shared_rss(c: &mut Criterion) {
     let make =
-        || RssSorted::<_, Vec<u8>, 1024>::new(Coalescer::<Vec<u8>, 8, 64>::new(Config::lro()));
+        || RssSorted::<_, Vec<u8>, 1024>::new(Engine::<Vec<u8>, Sizes<8, 64>>::new(Config::lro()));
     let one = interleaved(256, 4, &distinct, Some(0x1234_5678));
     let own: Frames = one
         .iter()
@@ -165,7 +167,7 @@ fn shared_rss(c: &mut Criterion) {
 fn eviction_storm(c: &mut Criterion) {
     let frames = interleaved(1024, 2, &distinct, None);
     bench(c, "eviction_storm_1024_flows_4_entries", &frames, || {
-        Coalescer::<Vec<u8>, 4, 8>::new(Config::lro())
+        Engine::<Vec<u8>, Sizes<4, 8>>::new(Config::lro())
     });
 }
 
@@ -179,7 +181,7 @@ fn sequence_wrap(c: &mut Criterion) {
         })
         .collect();
     bench(c, "sequence_wrap_one_flow", &frames, || {
-        Coalescer::<Vec<u8>, 8, 64>::new(Config::gro())
+        Engine::<Vec<u8>, Sizes<8, 64>>::new(Config::gro())
     });
 }
 
@@ -193,7 +195,7 @@ fn size_limit(c: &mut Criterion) {
         })
         .collect();
     bench(c, "size_limit_64k_jumbo_frames", &frames, || {
-        Coalescer::<Vec<u8>, 8, 64>::new(Config::gro())
+        Engine::<Vec<u8>, Sizes<8, 64>>::new(Config::gro())
     });
 }
 
@@ -207,7 +209,7 @@ fn acks(c: &mut Criterion) {
         })
         .collect();
     bench(c, "duplicate_ack_flood", &dup, || {
-        Coalescer::<Vec<u8>, 8, 64>::new(Config::lro())
+        Engine::<Vec<u8>, Sizes<8, 64>>::new(Config::lro())
     });
     let advancing: Frames = (0..1024u32)
         .map(|k| {
@@ -218,7 +220,7 @@ fn acks(c: &mut Criterion) {
         })
         .collect();
     bench(c, "advancing_ack_stream", &advancing, || {
-        Coalescer::<Vec<u8>, 8, 64>::new(Config::lro())
+        Engine::<Vec<u8>, Sizes<8, 64>>::new(Config::lro())
     });
     let zero: Frames = (0..1024u32)
         .map(|k| {
@@ -230,7 +232,7 @@ fn acks(c: &mut Criterion) {
         })
         .collect();
     bench(c, "zero_window_acks", &zero, || {
-        Coalescer::<Vec<u8>, 8, 64>::new(Config::lro())
+        Engine::<Vec<u8>, Sizes<8, 64>>::new(Config::lro())
     });
 }
 
@@ -244,7 +246,7 @@ fn truncated(c: &mut Criterion) {
         .map(|cut| (full[..cut].to_vec(), RxMeta::ethernet(0)))
         .collect();
     bench(c, "truncated_at_every_offset", &frames, || {
-        Coalescer::<Vec<u8>, 8, 64>::new(Config::lro())
+        Engine::<Vec<u8>, Sizes<8, 64>>::new(Config::lro())
     });
 }
 

@@ -9,7 +9,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use etherparse::{IpHeaders, Ipv4Header, PacketBuilder, TcpHeader};
-use lro_core::{Coalesce, Coalescer, Config, RxChecksum, RxMeta, Segment, Sink};
+use lro_core::{Config, Engine, RxChecksum, RxMeta, Segment, Sink, Sizes};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -110,12 +110,16 @@ fn bench_parse(c: &mut Criterion) {
     let mut g = c.benchmark_group("parse");
     g.throughput(Throughput::Elements(1));
     g.bench_function("lro_core::wire::parse", |b| {
-        b.iter(|| black_box(lro_core::wire::parse(black_box(&f), &meta)))
+        b.iter(|| black_box(lro_core::parse::parse(black_box(&f), &meta)))
     });
     g.bench_function("lro_core::wire::parse_into", |b| {
-        let mut p = lro_core::wire::Parsed::EMPTY;
+        let mut p = lro_core::parse::Parsed::EMPTY;
         b.iter(|| {
-            let r = lro_core::wire::parse_into(black_box(&f), &meta, &mut p);
+            let r = lro_core::parse::parse_into::<lro_core::encap::NoEncap>(
+                black_box(&f),
+                &meta,
+                &mut p,
+            );
             let _ = black_box((r, &p));
         })
     });
@@ -139,7 +143,7 @@ fn run_bursts_on(
     let mut g = c.benchmark_group("coalesce");
     g.throughput(Throughput::Elements(input.len() as u64));
     g.bench_function(name, |b| {
-        let mut engine: Box<Coalescer<Vec<u8>, 64, 64>> = Box::new(Coalescer::new(config));
+        let mut engine: Box<Engine<Vec<u8>, Sizes<64, 64>>> = Box::new(Engine::new(config));
         let mut sink = Count {
             segments: 0,
             bytes: 0,
@@ -204,7 +208,7 @@ fn bench_floor(c: &mut Criterion) {
                         for f in burst.drain(..) {
                             if parse {
                                 ok += usize::from(
-                                    lro_core::wire::parse(black_box(&f), &meta).is_ok(),
+                                    lro_core::parse::parse(black_box(&f), &meta).is_ok(),
                                 );
                             }
                             pool.push(f);
@@ -250,7 +254,11 @@ fn bench_setup(c: &mut Criterion) {
     c.bench_function("coalescer_new_64x64", |b| {
         b.iter_batched(
             || (),
-            |()| black_box(Box::new(Coalescer::<Vec<u8>, 64, 64>::new(Config::lro()))),
+            |()| {
+                black_box(Box::new(Engine::<Vec<u8>, Sizes<64, 64>>::new(
+                    Config::lro(),
+                )))
+            },
             BatchSize::SmallInput,
         )
     });

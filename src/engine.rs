@@ -3,7 +3,9 @@
 
 use anyhow::{bail, Result};
 use lro_core::rss::RssSorted;
-use lro_core::{Coalesce, Coalescer, Config, OutChecksum, Policy, RxChecksum, RxMeta, Sink, Stats};
+use lro_core::{
+    Coalescer, Config, Engine, OutChecksum, Policy, RxChecksum, RxMeta, Sink, Sizes, Stats,
+};
 
 use crate::capture::{Capture, FrameClass, Record};
 
@@ -188,7 +190,7 @@ pub(crate) trait WithEngine {
     /// What it returns.
     type Out;
     /// Does it.
-    fn run<E: Coalesce<Self::Frame>>(self, engine: &mut E) -> Self::Out;
+    fn run<E: Coalescer<Self::Frame>>(self, engine: &mut E) -> Self::Out;
 }
 
 /// Builds the engine `args` ask for (table size, optional RSS-sorting wrapper) with `config`
@@ -200,16 +202,18 @@ pub(crate) fn with_engine<W: WithEngine>(
 ) -> Result<W::Out> {
     fn go<const N: usize, W: WithEngine>(rss: bool, config: Config, job: W) -> W::Out {
         if rss {
-            // The table is built at compile time (`Coalescer::new` is const), then configured:
+            // The table is built at compile time (`Engine::new` is const), then configured:
             // a 1024-flow table is megabytes, too large to build on the stack.
-            let mut inner =
-                Box::new(const { Coalescer::<W::Frame, N, FRAMES_PER_FLOW>::new(Config::lro()) });
+            let mut inner = Box::new(
+                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>>::new(Config::lro()) },
+            );
             inner.set_config(config);
             let mut engine = Box::new(RssSorted::<_, W::Frame, RSS_QUEUE>::new(&mut *inner));
             job.run(&mut *engine)
         } else {
-            let mut engine =
-                Box::new(const { Coalescer::<W::Frame, N, FRAMES_PER_FLOW>::new(Config::lro()) });
+            let mut engine = Box::new(
+                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>>::new(Config::lro()) },
+            );
             engine.set_config(config);
             job.run(&mut *engine)
         }
@@ -245,7 +249,7 @@ pub(crate) struct Schedule {
 
 /// Offers every frame of `cap` to `engine` in bursts and flushes as `schedule` says; returns
 /// the engine's counters with bypassed frames added (as passed, not IP).
-pub(crate) fn drive<E: Coalesce<Frame> + ?Sized, O: Output>(
+pub(crate) fn drive<E: Coalescer<Frame> + ?Sized, O: Output>(
     engine: &mut E,
     cap: &Capture,
     args: &EngineArgs,

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use lro_core::wire::FlowKey;
+use lro_core::FlowKey;
 use lro_core::{FlushReason, PassReason, SegmentInfo};
 use serde_json::json;
 

@@ -47,7 +47,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Coalesce a capture in bursts, write the emitted frames (-o), print a summary.
+    /// Coalescer a capture in bursts, write the emitted frames (-o), print a summary.
     Replay(replay::ReplayArgs),
     /// Per-flow aggregation and why segments ended, worst flows first.
     Explain(explain::ExplainArgs),

@@ -144,8 +144,10 @@ impl Sink<Frame> for ReplaySink {
 
     fn release(&mut self, frame: Frame) {
         if let Some(flows) = &mut self.flows {
-            let key =
-                lro_core::wire::flow_key(frame.as_ref(), &RxMeta::ethernet(0).with_link(self.link));
+            let key = lro_core::parse::flow_key(
+                frame.as_ref(),
+                &RxMeta::ethernet(0).with_link(self.link),
+            );
             flows.released(key);
         }
     }
@@ -162,18 +164,6 @@ impl Output for ReplaySink {
             self.scratch.extend_from_slice(&frame.buf);
             self.write(frame.ts_ns);
         }
-    }
-}
-
-/// Extension for building metadata with a given link kind.
-trait WithLink {
-    fn with_link(self, link: LinkKind) -> Self;
-}
-
-impl WithLink for RxMeta {
-    fn with_link(mut self, link: LinkKind) -> Self {
-        self.link = link;
-        self
     }
 }
 
@@ -200,7 +190,7 @@ impl WithEngine for Job<'_> {
     type Frame = Frame;
     type Out = Stats;
 
-    fn run<E: lro_core::Coalesce<Frame>>(self, engine: &mut E) -> Stats {
+    fn run<E: lro_core::Coalescer<Frame>>(self, engine: &mut E) -> Stats {
         let bar = self.bar;
         drive(engine, self.cap, self.args, self.schedule, self.sink, |n| {
             bar.inc(n as u64)

@@ -3,7 +3,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use lro_core::rss::RssSorted;
-use lro_core::{Coalesce, Coalescer, Verdict};
+use lro_core::{Coalescer, Engine, Sizes, Verdict};
 use lro_fuzz::check::{Out, Recorder, Tagged};
 use lro_fuzz::scenario::{self, Input, Step};
 
@@ -48,11 +48,11 @@ fn main() {
     let mut rec = Recorder::default();
     let mut push = |n: usize, v: Verdict| println!("push {n}: {v:?}");
     if sorted {
-        let inner: Coalescer<Tagged, 8, 64> = Coalescer::new(config);
+        let inner: Engine<Tagged, Sizes<8, 64>> = Engine::new(config);
         let mut e: Box<RssSorted<_, Tagged, 256>> = Box::new(RssSorted::new(inner));
         drive(&mut *e, &built, &mut rec, &mut push);
     } else {
-        let mut e: Box<Coalescer<Tagged, 8, 64>> = Box::new(Coalescer::new(config));
+        let mut e: Box<Engine<Tagged, Sizes<8, 64>>> = Box::new(Engine::new(config));
         drive(&mut *e, &built, &mut rec, &mut push);
     }
     for o in &rec.out {
@@ -65,7 +65,7 @@ fn main() {
     }
 }
 
-fn drive<C: Coalesce<Tagged>>(
+fn drive<C: Coalescer<Tagged>>(
     e: &mut C,
     built: &scenario::Built,
     rec: &mut Recorder,

@@ -8,7 +8,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use lro_core::testing::{FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, TCP_ACK, TCP_PSH, TPID_8021Q};
-use lro_core::{gso, Coalesce, Coalescer, Config, OutChecksum, RxChecksum, RxMeta};
+use lro_core::{gso, Config, Engine, OutChecksum, RxChecksum, RxMeta, Sizes};
 use lro_fuzz::check::{Out, Recorder, Tagged};
 use lro_fuzz::oracle;
 
@@ -156,7 +156,7 @@ fn round_trip(case: &Case) {
             None => break,
         }
     }
-    let mut engine: Box<Coalescer<Tagged, 8, 64>> = Box::new(Coalescer::new(Config::gro()));
+    let mut engine: Box<Engine<Tagged, Sizes<8, 64>>> = Box::new(Engine::new(Config::gro()));
     let mut rec = Recorder::default();
     for (id, (bytes, meta)) in originals.iter().enumerate() {
         let mut meta = *meta;

@@ -3,7 +3,7 @@
 
 use crate::oracle::{self, Identity};
 use crate::scenario::{Built, Pushed, Step};
-use lro_core::{Coalesce, Config, OutChecksum, Policy, Segment, SegmentInfo, Sink, Verdict};
+use lro_core::{Coalescer, Config, OutChecksum, Policy, Segment, SegmentInfo, Sink, Verdict};
 use std::collections::HashMap;
 
 /// A frame buffer with an identity the engine cannot forge (not `Clone`).
@@ -87,8 +87,8 @@ impl Sink<Tagged> for Recorder {
 
 /// Runs the steps on `engine`, then a final `flush_all` (teardown). With `verdicts`, checks
 /// that every push's verdict agrees with what the sink saw during the push (a plain
-/// `Coalescer`; wrappers only queue).
-pub fn run<C: Coalesce<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) -> Recorder {
+/// `Engine`; wrappers only queue).
+pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) -> Recorder {
     let mut rec = Recorder::default();
     let mut pushes = 0u64;
     for step in &built.steps {

@@ -7,7 +7,7 @@ pub mod oracle;
 pub mod scenario;
 
 use lro_core::rss::RssSorted;
-use lro_core::{Coalesce, Coalescer, Config};
+use lro_core::{Coalescer, Config, Engine, Sizes};
 use std::collections::HashMap;
 
 use check::Tagged;
@@ -34,7 +34,7 @@ fn run_engine<const N: usize, const S: usize>(
     built: &Built,
     config: Config,
 ) -> (check::Recorder, lro_core::Stats) {
-    let mut engine: Box<Coalescer<Tagged, N, S>> = Box::new(Coalescer::new(config));
+    let mut engine: Box<Engine<Tagged, Sizes<N, S>>> = Box::new(Engine::new(config));
     let rec = check::run(&mut *engine, built, true);
     let mut stats = engine.stats().clone();
     stats.predicted = 0;
@@ -54,7 +54,7 @@ fn same_output(a: &(check::Recorder, lro_core::Stats), b: &(check::Recorder, lro
     assert_eq!(a.1, b.1, "header prediction on vs off: counters differ");
 }
 
-/// The `coalesce` target: one structured input through a plain `Coalescer`.
+/// The `coalesce` target: one structured input through a plain `Engine`.
 pub fn coalesce(input: &Input) {
     let config = input.setup.config();
     let built = scenario::build(input, &config);
@@ -78,7 +78,7 @@ fn run_sorted<const N: usize, const S: usize, const B: usize>(built: &Built, con
             }
         }
     }
-    let inner: Coalescer<Tagged, N, S> = Coalescer::new(config);
+    let inner: Engine<Tagged, Sizes<N, S>> = Engine::new(config);
     let mut engine: Box<RssSorted<_, Tagged, B>> = Box::new(RssSorted::new(inner));
     let rec = check::run(&mut *engine, built, false);
     assert_eq!(engine.queued(), 0, "frames still queued after flush_all");

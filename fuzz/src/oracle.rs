@@ -171,6 +171,23 @@ pub fn classify(b: &[u8], meta: &RxMeta) -> Class {
             }
         }
         LinkKind::RawIp => 0,
+        LinkKind::Ipoib => {
+            // RFC 4391 section 6: EtherType, 2 reserved bytes.
+            id.link = 3;
+            if b.len() < 4 {
+                return Class::Malformed;
+            }
+            let want = match be16(b, 0) {
+                0x0800 => 4,
+                0x86dd => 6,
+                _ => return Class::NotIp,
+            };
+            match b.get(4) {
+                Some(v) if v >> 4 == want => {}
+                _ => return Class::Malformed,
+            }
+            4
+        }
         _ => return Class::NotIp,
     };
     match b.get(l3).map(|v| v >> 4) {
@@ -362,11 +379,12 @@ pub fn fix_checksums(b: &mut [u8], t: &Tcp) {
     b[t.l4 + 16..t.l4 + 18].copy_from_slice(&c.to_be_bytes());
 }
 
-/// The CHECKSUM_COMPLETE value a NIC reports: the sum from the end of the 14-byte Ethernet
-/// header (raw IP: from the start) to the end of the frame.
+/// The CHECKSUM_COMPLETE value a NIC reports: the sum from the end of the link header (14-byte
+/// Ethernet, 4-byte IPoIB; raw IP: from the start) to the end of the frame.
 pub fn complete_sum(b: &[u8], link: LinkKind) -> u16 {
     match link {
         LinkKind::Ethernet => sum(b.get(14..).unwrap_or(&[])),
+        LinkKind::Ipoib => sum(b.get(4..).unwrap_or(&[])),
         _ => sum(b),
     }
 }

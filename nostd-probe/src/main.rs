@@ -10,7 +10,7 @@
 
 use drivers_myri::sim::SimMac;
 use drivers_myri::{BufferLayout, RxFrame, RxRing, RxRingStorage};
-use lro_core::{Coalesce, Coalescer, Config, RxChecksum, RxMeta, Segment, Sink};
+use lro_core::{Sizes, Engine, Config, RxChecksum, RxMeta, Segment, Sink};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
@@ -68,7 +68,7 @@ fn frame(buf: &mut [u8; 128], seq: u32, id: u16, len: usize) -> &mut [u8] {
 pub extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
     let mut a = [0u8; 128];
     let mut b = [0u8; 128];
-    let mut engine: Coalescer<&mut [u8], 8, 8> = Coalescer::new(Config::lro());
+    let mut engine: Engine<&mut [u8], Sizes<8, 8>> = Engine::new(Config::lro());
     let mut sink = Count {
         segments: 0,
         bytes: 0,
@@ -93,7 +93,7 @@ pub extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
 fn with_tcp_checksum(f: &mut [u8]) -> &[u8] {
     use lro_core::csum;
     let tcp_len = f.len() - 34;
-    let pseudo = csum::pseudo_v4(&[198, 18, 0, 1], &[198, 18, 0, 2], tcp_len as u32);
+    let pseudo = csum::PseudoHeader::new(&[198, 18, 0, 1], &[198, 18, 0, 2], 6).sum(tcp_len as u32);
     f[50..52].copy_from_slice(&[0, 0]);
     let c = !csum::add(pseudo, csum::sum(&f[34..]));
     f[50..52].copy_from_slice(&c.to_be_bytes());
@@ -120,7 +120,7 @@ fn ring_probe() -> bool {
     if mac.deliver(fa).is_err() || mac.deliver(fb).is_err() {
         return false;
     }
-    let mut engine: Coalescer<RxFrame<'_>, 4, 4> = Coalescer::new(Config::lro());
+    let mut engine: Engine<RxFrame<'_>, Sizes<4, 4>> = Engine::new(Config::lro());
     let mut sink = Count {
         segments: 0,
         bytes: 0,

@@ -11,7 +11,7 @@
 //! - [`RxFrame`]: a received frame, still in its ring buffer. The handle owns its buffer and
 //!   borrows the ring, so the borrow checker enforces DMA ownership; dropping it (for example
 //!   when the coalescer's segment has been consumed) gives the buffer back. Frames go into an
-//!   [`lro_core::Coalescer`] as they are: copy-free on the way in.
+//!   [`lro_core::Engine`] as they are: copy-free on the way in.
 //! - Page frags ([`BufferLayout::page_frags`]): several frames share one large page, reposted
 //!   only when all of its frames have come back (a reference count per page, no allocator).
 //! - [`phy::LroDevice`] (feature `smoltcp`): a smoltcp device that coalesces between the ring and
@@ -21,7 +21,7 @@
 //! # Example
 //! ```
 //! use drivers_myri::{BufferLayout, RxRing, RxRingStorage};
-//! use lro_core::{Coalesce, Coalescer, Config, Segment, Sink};
+//! use lro_core::{Config, Engine, Segment, Sink, Sizes};
 //!
 //! struct Stack(usize);
 //! impl<F: AsRef<[u8]>> Sink<F> for Stack {
@@ -33,7 +33,7 @@
 //! let mut storage: RxRingStorage<16, 32> = RxRingStorage::new();
 //! let mut memory = [0u8; 32 * 2048];
 //! let ring = RxRing::new(&mut storage, &mut memory, BufferLayout::slots(2048))?;
-//! let mut engine: Coalescer<_, 8, 16> = Coalescer::new(Config::lro());
+//! let mut engine: Engine<_, Sizes<8, 16>> = Engine::new(Config::lro());
 //! let mut stack = Stack(0);
 //! // The poll loop: frames stay in their ring buffers while the engine holds them.
 //! while let Some(frame) = ring.receive() {

@@ -2,7 +2,7 @@
 //! (feature `smoltcp`).
 //!
 //! [`LroDevice`] drains the [`RxRing`] when smoltcp asks for a frame and smoltcp has consumed
-//! everything pending: each received frame goes through an [`lro_core::Coalescer`] with the
+//! everything pending: each received frame goes through an [`lro_core::Engine`] with the
 //! `Lro` policy, and at the end of the burst (the ring is empty) everything held is flushed,
 //! as a NAPI poll ends with `napi_gro_flush`. Completed segments stay in their ring buffers
 //! (Myri10GE style) in a queue of frame handles; smoltcp receives each segment as one frame:
@@ -20,7 +20,7 @@
 //! Transmission passes straight through to the wrapped device `T`.
 
 use heapless::{Deque, Vec};
-use lro_core::{Coalesce, Coalescer, Config, Segment, Sink, Stats};
+use lro_core::{Config, Engine, Segment, Sink, Sizes, Stats};
 use smoltcp::phy::{Device, DeviceCapabilities, RxToken};
 use smoltcp::time::Instant;
 
@@ -69,7 +69,7 @@ struct Pending<'r> {
 
 /// Receive state: the engine, the queue of completed segments, the staging buffer.
 struct RxState<'r, const N: usize, const S: usize, const Q: usize> {
-    engine: Coalescer<RxFrame<'r>, N, S>,
+    engine: Engine<RxFrame<'r>, Sizes<N, S>>,
     pending: Deque<Pending<'r>, Q>,
     staging: &'r mut [u8],
     coalescing: bool,
@@ -255,7 +255,7 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r
             ring,
             tx,
             rx: RxState {
-                engine: Coalescer::new(config),
+                engine: Engine::new(config),
                 pending: Deque::new(),
                 staging,
                 coalescing: true,

@@ -396,7 +396,7 @@ impl fmt::Debug for RxRing<'_> {
 /// (writable, so the coalescer can rewrite headers in place).
 ///
 /// The borrow of the ring keeps the ring (and its memory) alive while the frame exists; frames
-/// can be held in any order, for example inside a [`lro_core::Coalescer`].
+/// can be held in any order, for example inside a [`lro_core::Engine`].
 pub struct RxFrame<'r> {
     ring: &'r RxRing<'r>,
     frag: Option<Frag>,

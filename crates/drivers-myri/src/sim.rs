@@ -116,7 +116,7 @@ impl<'r> SimMac<'r> {
             w.csum_vlan = u32::from(csum::sum(&frame[14..]));
         }
         if self.rss {
-            if let Ok(p) = lro_core::wire::parse(frame, &RxMeta::ethernet(0)) {
+            if let Ok(p) = lro_core::parse::parse(frame, &RxMeta::ethernet(0)) {
                 let h = Toeplitz::microsoft().flow(&p.key, true);
                 let kind = match h.kind {
                     RssType::Ipv4 => 1,
@@ -196,7 +196,7 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
-    use lro_core::{Coalesce, Coalescer, Config, RxChecksum, Segment, Sink};
+    use lro_core::{Config, Engine, RxChecksum, Segment, Sink, Sizes};
 
     use super::*;
     use crate::test_frames::tcp;
@@ -461,7 +461,7 @@ mod tests {
         let layout = BufferLayout::page_frags(4096, 2048);
         let ring = RxRing::new(&mut storage, &mut mem, layout).unwrap();
         let mut mac = SimMac::new(&ring);
-        let mut engine: Coalescer<RxFrame<'_>, 4, 16> = Coalescer::new(Config::lro());
+        let mut engine: Engine<RxFrame<'_>, Sizes<4, 16>> = Engine::new(Config::lro());
         let mut stack = Collect::default();
         let mut seq = 1;
         for _burst in 0..5 {

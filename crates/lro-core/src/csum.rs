@@ -110,26 +110,59 @@ pub const fn finish(acc: u16) -> u16 {
     !acc
 }
 
-/// Sum of the TCP/IPv4 pseudo-header (RFC 9293 section 3.1): addresses, protocol 6, TCP length.
-#[inline]
-pub fn pseudo_v4(src: &[u8; 4], dst: &[u8; 4], tcp_len: u32) -> u16 {
-    let acc = u64::from(u16::from_be_bytes([src[0], src[1]]))
-        + u64::from(u16::from_be_bytes([src[2], src[3]]))
-        + u64::from(u16::from_be_bytes([dst[0], dst[1]]))
-        + u64::from(u16::from_be_bytes([dst[2], dst[3]]))
-        + 6
-        + u64::from(tcp_len);
-    fold(acc)
+/// The TCP pseudo header (RFC 9293 section 3.1 for IPv4, RFC 8200 section 8.1 for IPv6):
+/// addresses, protocol and TCP length, as every TCP checksum in the crate sums it.
+///
+/// The address and protocol part is summed once ([`PseudoHeader::new`]); each segment adds its
+/// length ([`PseudoHeader::sum`]).
+///
+/// ```
+/// use lro_core::csum::PseudoHeader;
+/// // 198.18.0.1 -> 198.18.0.2, a 40-byte TCP segment.
+/// let p = PseudoHeader::new(&[198, 18, 0, 1], &[198, 18, 0, 2], 6);
+/// let by_hand = 0xc612 + 0x0001 + 0xc612 + 0x0002 + 6 + 40;
+/// assert_eq!(p.sum(40), lro_core::csum::fold(by_hand));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PseudoHeader {
+    /// Addresses and protocol, folded (below 2^16).
+    base: u16,
 }
 
-/// Sum of the TCP/IPv6 pseudo-header (RFC 8200 section 8.1).
-#[inline]
-pub fn pseudo_v6(src: &[u8; 16], dst: &[u8; 16], tcp_len: u32) -> u16 {
-    let mut acc: u64 = 6 + u64::from(tcp_len >> 16) + u64::from(tcp_len & 0xffff);
-    for pair in src.chunks_exact(2).chain(dst.chunks_exact(2)) {
-        acc += u64::from(u16::from_be_bytes([pair[0], pair[1]]));
+impl PseudoHeader {
+    /// The pseudo header of a segment between two addresses (4 bytes each for IPv4, 16 for
+    /// IPv6) carrying `protocol` (6 for TCP).
+    #[inline]
+    pub fn new(src: &[u8], dst: &[u8], protocol: u8) -> Self {
+        Self::from_address_sum(fold(sum_raw(src, 0) + sum_raw(dst, 0)), protocol)
     }
-    fold(acc)
+
+    /// The pseudo header from the folded sum of both addresses.
+    #[inline]
+    pub const fn from_address_sum(addresses: u16, protocol: u8) -> Self {
+        Self {
+            base: fold(addresses as u64 + protocol as u64),
+        }
+    }
+
+    /// Addresses and protocol, folded: the part every segment of a flow shares.
+    #[inline(always)]
+    pub const fn base(&self) -> u16 {
+        self.base
+    }
+
+    /// The whole pseudo header for a segment of `len` bytes, as an unfolded accumulator below
+    /// 2^18 (to be added to other sums before one final [`fold`]).
+    #[inline(always)]
+    pub const fn acc(&self, len: u32) -> u64 {
+        self.base as u64 + (len >> 16) as u64 + (len & 0xffff) as u64
+    }
+
+    /// The whole pseudo header for a segment of `len` bytes, folded.
+    #[inline(always)]
+    pub const fn sum(&self, len: u32) -> u16 {
+        fold(self.acc(len))
+    }
 }
 
 /// True when a folded sum is a ones'-complement zero (`0x0000` = +0 or `0xffff` = -0): adding

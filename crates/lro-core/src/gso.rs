@@ -15,10 +15,13 @@
 //! `tcp_gso_segment`'s rules without AccECN: CWR only on the first frame; its [`Layout`] is
 //! taken once from a parsed frame.
 
-use crate::csum;
+use crate::coalesce::fixup::{self, Layers, TcpSum};
+use crate::csum::{self, PseudoHeader};
+use crate::encap::{Encap, NoEncap};
 use crate::meta::RxMeta;
+use crate::parse::{self, Parsed};
 use crate::stats::PassReason;
-use crate::wire::{self, tcp_flags};
+use crate::wire::{ipv4, tcp, write_be16, write_be32};
 
 /// Why a frame could not be re-segmented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,7 +58,9 @@ impl core::error::Error for GsoError {}
 /// Each output frame is written into `out` and handed to `emit`; returns how many were emitted.
 /// A frame whose payload fits in one segment, or with `gso_size == 0` (as
 /// [`SegmentInfo::gso_size`](crate::SegmentInfo::gso_size) says of a segment of one data frame,
-/// and as Linux reads a zero `gso_size`: not a GSO packet), is emitted as it is. `fixed_id` is [`SegmentInfo::fixed_id`](crate::SegmentInfo::fixed_id).
+/// and as Linux reads a zero `gso_size`: not a GSO packet), is emitted as it is. `fixed_id` is
+/// [`SegmentInfo::fixed_id`](crate::SegmentInfo::fixed_id). [`resegment_with`] does the same
+/// for frames that arrived through an encapsulation.
 ///
 /// # Errors
 /// See [`GsoError`]; nothing is emitted on error.
@@ -65,13 +70,30 @@ pub fn resegment(
     gso_size: u16,
     fixed_id: bool,
     out: &mut [u8],
+    emit: impl FnMut(&[u8]),
+) -> Result<usize, GsoError> {
+    resegment_with::<NoEncap>(frame, meta, gso_size, (fixed_id, false), out, emit)
+}
+
+/// [`resegment`] for a frame that may be tunnelled through `E`: every output frame gets the
+/// head's headers with its own sequence number, inner and outer IP lengths and IDs (`fixed_id`:
+/// [`SegmentInfo::fixed_id`](crate::SegmentInfo::fixed_id) and
+/// [`SegmentInfo::fixed_outer_id`](crate::SegmentInfo::fixed_outer_id)), checksums, and
+/// encapsulation header ([`Encap::fix`]).
+///
+/// # Errors
+/// See [`GsoError`]; nothing is emitted on error.
+pub fn resegment_with<E: Encap>(
+    frame: &[u8],
+    meta: &RxMeta,
+    gso_size: u16,
+    fixed_id: (bool, bool),
+    out: &mut [u8],
     mut emit: impl FnMut(&[u8]),
 ) -> Result<usize, GsoError> {
-    let p = wire::parse(frame, meta).map_err(|u| GsoError::Parse(u.reason))?;
-    if p.ip_options {
-        return Err(GsoError::Invalid);
-    }
-    let (l3, l4, hdr) = (p.l3 as usize, p.l4 as usize, p.payload as usize);
+    let p = parse::parse_with::<E>(frame, meta).map_err(|u| GsoError::Parse(u.reason))?;
+    let layout = Layout::from_parsed(&p, frame)?;
+    let hdr = layout.header_len();
     let payload = &frame[hdr..p.ip_end as usize];
     let mss = usize::from(gso_size);
     if mss == 0 || payload.len() <= mss {
@@ -86,6 +108,8 @@ pub fn resegment(
     if out.len() < hdr + mss {
         return Err(GsoError::BufferTooSmall { needed: hdr + mss });
     }
+    let l = &layout.layers;
+    let ids = layout.ids(frame);
     let pieces = payload.len().div_ceil(mss);
     for (i, chunk) in payload.chunks(mss).enumerate() {
         let last = i + 1 == pieces;
@@ -93,30 +117,19 @@ pub fn resegment(
         let b = &mut out[..len];
         b[..hdr].copy_from_slice(&frame[..hdr]);
         b[hdr..].copy_from_slice(chunk);
-        let ip_len = len - l3;
-        if p.is_v6() {
-            wire::write_be16(b, l3 + 4, (ip_len - wire::IPV6_LEN) as u16);
-        } else {
-            wire::write_be16(b, l3 + wire::IPV4_TOTAL_LEN, ip_len as u16);
-            let id = if fixed_id {
-                p.ip_id
-            } else {
-                p.ip_id.wrapping_add(i as u16)
-            };
-            wire::write_be16(b, l3 + wire::IPV4_ID, id);
-            wire::write_be16(b, l3 + wire::IPV4_CHECKSUM, 0);
-            let c = csum::finish(csum::sum(&b[l3..l4]));
-            wire::write_be16(b, l3 + wire::IPV4_CHECKSUM, c);
-        }
-        wire::write_be32(b, l4 + wire::TCP_SEQ, p.seq.wrapping_add((i * mss) as u32));
+        let step = |fixed: bool| if fixed { 0 } else { i as u16 };
+        layout.set_ids(b, ids, (step(fixed_id.0), step(fixed_id.1)));
+        let l4 = usize::from(l.l4);
+        write_be32(
+            b,
+            l4 + tcp::field::SEQ_NUM.start,
+            p.seq.wrapping_add((i * mss) as u32),
+        );
         if !last {
-            b[l4 + wire::TCP_FLAGS] &= !(tcp_flags::PSH | tcp_flags::FIN);
+            b[l4 + tcp::field::FLAGS] &= !(tcp::flags::PSH | tcp::flags::FIN);
         }
-        wire::write_be16(b, l4 + wire::TCP_CHECKSUM, 0);
-        let tcp_len = (len - l4) as u32;
-        let pseudo = p.key.pseudo_header_sum(tcp_len);
-        let c = csum::finish(csum::add(pseudo, csum::sum(&b[l4..])));
-        wire::write_be16(b, l4 + wire::TCP_CHECKSUM, c);
+        let sum = csum::sum(chunk);
+        fixup::fix_headers::<E>(b, l, len, Some(sum), TcpSum::Full, &layout.pseudo);
         emit(b);
     }
     Ok(pieces)
@@ -130,38 +143,26 @@ pub fn resegment(
 /// coalescer never merges them (Linux `inet_gro_receive` flushes on `ihl != 5`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Layout {
-    l3: u16,
-    l4: u16,
-    header_len: u16,
-    v6: bool,
-    /// Sum of the source and destination addresses: the constant part of the pseudo-header.
-    addr_sum: u16,
+    layers: Layers,
+    pseudo: PseudoHeader,
 }
 
 impl Layout {
-    /// The layout of a frame [`wire::parse`] accepted; `frame` is the frame it parsed.
+    /// The layout of a frame [`parse::parse`] accepted; `frame` is the frame it parsed.
     ///
     /// # Errors
     /// [`GsoError::Invalid`] for IPv4 options or a header longer than 65535 bytes.
-    pub fn from_parsed(p: &wire::Parsed, frame: &[u8]) -> Result<Self, GsoError> {
-        if p.ip_options {
+    pub fn from_parsed(p: &Parsed, frame: &[u8]) -> Result<Self, GsoError> {
+        if p.ip.options || p.tunnel.is_some_and(|t| t.outer.options) {
             return Err(GsoError::Invalid);
         }
-        let (l3, l4, hdr) = (p.l3 as usize, p.l4 as usize, p.payload as usize);
-        let v6 = p.is_v6();
-        // Addresses: IPv4 bytes 12..20, IPv6 bytes 8..40 (RFC 791, RFC 8200).
-        let addrs = if v6 {
-            l3 + 8..l3 + 40
-        } else {
-            l3 + 12..l3 + 20
-        };
-        let addr_sum = csum::sum(frame.get(addrs).ok_or(GsoError::Invalid)?);
+        let layers = Layers::of(p).ok_or(GsoError::Invalid)?;
+        if frame.len() < layers.header_len() {
+            return Err(GsoError::Invalid);
+        }
         Ok(Self {
-            l3: u16::try_from(l3).map_err(|_| GsoError::Invalid)?,
-            l4: u16::try_from(l4).map_err(|_| GsoError::Invalid)?,
-            header_len: u16::try_from(hdr).map_err(|_| GsoError::Invalid)?,
-            v6,
-            addr_sum,
+            layers,
+            pseudo: p.key.pseudo_header(),
         })
     }
 
@@ -170,42 +171,69 @@ impl Layout {
     /// # Errors
     /// [`GsoError::Parse`] when the frame is not TCP the parser accepts, else as
     /// [`Layout::from_parsed`].
-    pub fn parse(frame: &[u8], meta: &RxMeta) -> Result<(Self, wire::Parsed), GsoError> {
-        let p = wire::parse(frame, meta).map_err(|u| GsoError::Parse(u.reason))?;
+    pub fn parse(frame: &[u8], meta: &RxMeta) -> Result<(Self, Parsed), GsoError> {
+        let p = parse::parse(frame, meta).map_err(|u| GsoError::Parse(u.reason))?;
         Ok((Self::from_parsed(&p, frame)?, p))
     }
 
     /// Link, IP and TCP headers together: the offset of the TCP payload.
     pub const fn header_len(&self) -> usize {
-        self.header_len as usize
+        self.layers.payload as usize
     }
 
-    /// Offset of the IP header.
+    /// Offset of the (inner) IP header.
     pub const fn l3(&self) -> usize {
-        self.l3 as usize
+        self.layers.l3 as usize
     }
 
     /// Offset of the TCP header.
     pub const fn l4(&self) -> usize {
-        self.l4 as usize
+        self.layers.l4 as usize
     }
 
-    /// IPv6?
+    /// IPv6 (the inner header)?
     pub const fn is_v6(&self) -> bool {
-        self.v6
+        self.layers.v6
     }
 
-    /// Sum of the TCP pseudo-header for a TCP segment of `tcp_len` bytes (RFC 9293 section
-    /// 3.1, RFC 8200 section 8.1): addresses, protocol 6 and the length.
-    pub(crate) fn pseudo_sum(&self, tcp_len: u32) -> u16 {
-        csum::fold(u64::from(self.addr_sum) + u64::from(wire::PROTO_TCP) + u64::from(tcp_len))
+    /// The TCP pseudo header of the frame's flow.
+    pub const fn pseudo_header(&self) -> PseudoHeader {
+        self.pseudo
     }
 
-    /// IPv4 total length or IPv6 payload length of a frame of `header_len + payload` bytes.
-    fn ip_length(&self, payload: usize) -> Option<u16> {
-        let ip = self.header_len() - self.l3() + payload;
-        let ip = if self.v6 { ip - wire::IPV6_LEN } else { ip };
-        u16::try_from(ip).ok()
+    /// The IPv4 IDs of a header (inner, outer; zero for IPv6 or no tunnel).
+    fn ids(&self, header: &[u8]) -> (u16, u16) {
+        let id = |l3: usize, v6: bool| {
+            if v6 {
+                0
+            } else {
+                crate::wire::be16(header, l3 + ipv4::field::IDENT.start)
+            }
+        };
+        let l = &self.layers;
+        (
+            id(usize::from(l.l3), l.v6),
+            l.outer.map_or(0, |o| id(usize::from(o.l3), o.v6)),
+        )
+    }
+
+    /// Writes the IPv4 IDs `ids` advanced by `steps` (inner, outer).
+    fn set_ids(&self, b: &mut [u8], ids: (u16, u16), steps: (u16, u16)) {
+        let l = &self.layers;
+        if !l.v6 {
+            write_be16(
+                b,
+                usize::from(l.l3) + ipv4::field::IDENT.start,
+                ids.0.wrapping_add(steps.0),
+            );
+        }
+        if let Some(o) = l.outer.filter(|o| !o.v6) {
+            write_be16(
+                b,
+                usize::from(o.l3) + ipv4::field::IDENT.start,
+                ids.1.wrapping_add(steps.1),
+            );
+        }
     }
 
     /// Rewrites the lengths and checksums of `frame` (this layout's headers followed by
@@ -219,27 +247,16 @@ impl Layout {
         payload_sum: u16,
         full: bool,
     ) {
-        let (l3, l4, hdr) = (self.l3(), self.l4(), self.header_len());
-        let ip_len = self.ip_length(payload_len).unwrap_or(u16::MAX);
-        if self.v6 {
-            wire::write_be16(frame, l3 + 4, ip_len);
-        } else {
-            wire::write_be16(frame, l3 + wire::IPV4_TOTAL_LEN, ip_len);
-            wire::write_be16(frame, l3 + wire::IPV4_CHECKSUM, 0);
-            let c = csum::finish(csum::sum(&frame[l3..l4]));
-            wire::write_be16(frame, l3 + wire::IPV4_CHECKSUM, c);
-        }
-        wire::write_be16(frame, l4 + wire::TCP_CHECKSUM, 0);
-        let pseudo = self.pseudo_sum((hdr - l4 + payload_len) as u32);
-        let c = if full {
-            // The TCP header has an even length (data offset * 4): the payload sum needs no
-            // byte swap (RFC 1071 section 2 (A) and (B)).
-            let h = csum::sum(&frame[l4..hdr]);
-            csum::finish(csum::add(pseudo, csum::add(h, payload_sum)))
-        } else {
-            pseudo
-        };
-        wire::write_be16(frame, l4 + wire::TCP_CHECKSUM, c);
+        let end = self.header_len() + payload_len;
+        let tcp = if full { TcpSum::Full } else { TcpSum::Partial };
+        fixup::fix_headers::<NoEncap>(
+            frame,
+            &self.layers,
+            end,
+            Some(payload_sum),
+            tcp,
+            &self.pseudo,
+        );
     }
 }
 
@@ -316,25 +333,16 @@ where
 {
     let hdr = layout.header_len();
     let mss = usize::from(mss);
-    if mss == 0 || header.len() != hdr || layout.ip_length(mss).is_none() {
+    if mss == 0 || header.len() != hdr || !layout.layers.fits(hdr + mss) {
         return Err(GsoError::Invalid);
     }
     let out = out
         .get_mut(..hdr + mss)
         .ok_or(GsoError::BufferTooSmall { needed: hdr + mss })?;
-    let (l3, l4) = (layout.l3(), layout.l4());
-    let seq0 = u32::from_be_bytes([
-        header[l4 + 4],
-        header[l4 + 5],
-        header[l4 + 6],
-        header[l4 + 7],
-    ]);
-    let id0 = if layout.v6 {
-        0
-    } else {
-        u16::from_be_bytes([header[l3 + wire::IPV4_ID], header[l3 + wire::IPV4_ID + 1]])
-    };
-    let flags0 = header[l4 + wire::TCP_FLAGS];
+    let l4 = layout.l4();
+    let seq0 = crate::wire::be32(header, l4 + tcp::field::SEQ_NUM.start);
+    let ids = layout.ids(header);
+    let flags0 = header[l4 + tcp::field::FLAGS];
     out[..hdr].copy_from_slice(header);
     let mut pieces = payload.into_iter().filter(|p| !p.is_empty()).peekable();
     let mut cur: &[u8] = &[];
@@ -361,16 +369,14 @@ where
         let last = cur.is_empty() && pieces.peek().is_none();
         let mut flags = flags0;
         if n > 0 {
-            flags &= !tcp_flags::CWR;
+            flags &= !tcp::flags::CWR;
         }
         if !last {
-            flags &= !(tcp_flags::PSH | tcp_flags::FIN);
+            flags &= !(tcp::flags::PSH | tcp::flags::FIN);
         }
-        out[l4 + wire::TCP_FLAGS] = flags;
-        wire::write_be32(out, l4 + wire::TCP_SEQ, seq0.wrapping_add(sent));
-        if !layout.v6 {
-            wire::write_be16(out, l3 + wire::IPV4_ID, id0.wrapping_add(n as u16));
-        }
+        out[l4 + tcp::field::FLAGS] = flags;
+        write_be32(out, l4 + tcp::field::SEQ_NUM.start, seq0.wrapping_add(sent));
+        layout.set_ids(out, ids, (n as u16, n as u16));
         layout.finish(&mut out[..hdr + fill], fill, sum, true);
         emit(&out[..hdr + fill]);
         n += 1;

@@ -48,7 +48,8 @@ reason_enum! {
     pub enum PassReason {
         /// Not IPv4 or IPv6 (ARP, LLDP, unknown EtherType, three or more VLAN tags).
         NotIp => "not_ip",
-        /// IP, but not TCP (UDP, ICMP, an IPv6 extension header the engine does not walk).
+        /// IP, but not TCP (UDP, ICMP, an IPv6 extension header the engine does not walk, an
+        /// encapsulation the engine was not built for).
         NotTcp => "not_tcp",
         /// Truncated or inconsistent headers: lengths that do not fit the frame, a TCP data
         /// offset below 5, an IPv6 jumbogram.
@@ -61,6 +62,11 @@ reason_enum! {
         BadIpChecksum => "bad_ip_checksum",
         /// The TCP checksum is wrong (verified in software or from a CHECKSUM_COMPLETE sum).
         BadTcpChecksum => "bad_tcp_checksum",
+        /// The checksum of the encapsulation header (a GRE checksum) is wrong.
+        BadEncapChecksum => "bad_encap_checksum",
+        /// The encapsulation header forbids merging (for GRE: the sequence or routing flag, a
+        /// version other than 0; Linux `gre_gro_receive`), or a tunnel inside a tunnel.
+        Encap => "encap",
         /// No checksum information and software verification is off: never merged.
         Unverified => "unverified",
         /// The frame is longer than its IP datagram and the padding cannot be trimmed
@@ -81,7 +87,7 @@ reason_enum! {
         /// A pure ACK with nothing held whose flow has no recorded ACK state (`Lro`): it could
         /// be a duplicate, and a held ACK may be superseded, so it is delivered alone; the
         /// flow's next ACK can then be held. The state is kept for `M` flows
-        /// ([`Coalescer`](crate::Coalescer)) and cleared by SYN and RST.
+        /// ([`Engine`](crate::Engine)) and cleared by SYN and RST.
         UnknownAck => "unknown_ack",
     }
 }
@@ -89,9 +95,9 @@ reason_enum! {
 reason_enum! {
     /// Why a held segment was completed and delivered.
     pub enum FlushReason {
-        /// [`flush_all`](crate::Coalesce::flush_all): the end of a poll or burst.
+        /// [`flush_all`](crate::Coalescer::flush_all): the end of a poll or burst.
         FlushAll => "flush_all",
-        /// Idle longer than the configured timeout ([`flush_idle`](crate::Coalesce::flush_idle)).
+        /// Idle longer than the configured timeout ([`flush_idle`](crate::Coalescer::flush_idle)).
         Idle => "idle",
         /// Held longer than the configured maximum hold time.
         MaxHold => "max_hold",
@@ -115,10 +121,15 @@ reason_enum! {
         Window => "window",
         /// The TCP options differ (`Gro`), or a timestamp went backwards (`Lro`).
         Options => "options",
-        /// TTL/hop limit, TOS/traffic class (ECN included) or DF differ.
+        /// TTL/hop limit, TOS/traffic class (ECN included) or DF differ, or the IPv6 extension
+        /// headers, in the inner or the outer (tunnel) IP header.
         IpFields => "ip_fields",
-        /// The IPv4 ID is neither incrementing nor fixed (`Gro`, Linux `inet_gro_flush`).
+        /// The IPv4 ID is neither incrementing nor fixed (`Gro`, Linux `inet_gro_flush`), in the
+        /// inner or the outer header.
         IpId => "ip_id",
+        /// The encapsulation says the two frames' tunnel headers may not merge
+        /// ([`Encap::may_merge`](crate::encap::Encap::may_merge)).
+        Encap => "encap",
         /// A segment longer than the flow's MSS (`Gro`).
         Mss => "mss",
         /// A frame of this flow that is delivered unmerged (pure ACK in `Gro`, duplicate ACK,
@@ -131,13 +142,20 @@ reason_enum! {
     }
 }
 
-/// What happened to a frame handed to [`Coalesce::push`](crate::Coalesce::push).
+/// What happened to a frame handed to [`Coalescer::push`](crate::Coalescer::push).
+///
+/// Segments the push completed (the frame's own, or others it flushed) have been delivered to
+/// the sink before `push` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verdict {
     /// The frame started a new held segment.
     Held,
-    /// The frame's payload was appended to a held segment (possibly completing it).
+    /// The frame's payload was appended to a held segment, which stays held.
     Merged,
+    /// The frame's payload was appended to a held segment, and that completed the segment: it
+    /// was delivered at once, for this reason ([`FlushReason::PushFin`],
+    /// [`FlushReason::ShortSegment`]).
+    MergedAndFlushed(FlushReason),
     /// A pure ACK superseded by the held segment's newer ACK (`Lro` only): its ACK number,
     /// window and timestamps were taken over and the frame itself was handed back to the sink
     /// through [`Sink::release`](crate::Sink::release).
@@ -149,8 +167,60 @@ pub enum Verdict {
     Queued,
 }
 
+impl Verdict {
+    /// True when the frame went into a segment with others (merged or absorbed).
+    pub const fn is_merged(self) -> bool {
+        matches!(
+            self,
+            Verdict::Merged | Verdict::MergedAndFlushed(_) | Verdict::Absorbed
+        )
+    }
+}
+
+/// Counters of the frames that arrived in a tunnel (outer IP + an encapsulation such as GRE).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct TunnelStats {
+    /// Tunnelled TCP frames pushed (also counted in [`Stats::frames_in`]).
+    pub frames_in: u64,
+    /// Tunnelled frames whose payload went into a segment headed by another frame.
+    pub frames_merged: u64,
+    /// Tunnelled pure ACKs absorbed.
+    pub acks_merged: u64,
+    /// Tunnelled frames delivered on their own, by reason (also counted in [`Stats::passed`]).
+    pub passed: [u64; PassReason::COUNT],
+}
+
+impl TunnelStats {
+    /// All counters zero.
+    pub const fn new() -> Self {
+        Self {
+            frames_in: 0,
+            frames_merged: 0,
+            acks_merged: 0,
+            passed: [0; PassReason::COUNT],
+        }
+    }
+
+    fn add(&mut self, other: &TunnelStats) {
+        self.frames_in += other.frames_in;
+        self.frames_merged += other.frames_merged;
+        self.acks_merged += other.acks_merged;
+        for (a, b) in self.passed.iter_mut().zip(other.passed.iter()) {
+            *a += b;
+        }
+    }
+}
+
+impl Default for TunnelStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// 64-bit counters, FreeBSD style (`counter_u64`): they never wrap in practice.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Stats {
     /// Frames pushed.
     pub frames_in: u64,
@@ -183,6 +253,8 @@ pub struct Stats {
     pub passed: [u64; PassReason::COUNT],
     /// Held segments completed, by reason.
     pub flushes: [u64; FlushReason::COUNT],
+    /// The part of these counters about tunnelled frames.
+    pub tunnel: TunnelStats,
 }
 
 impl Default for Stats {
@@ -209,6 +281,7 @@ impl Stats {
             predicted: 0,
             passed: [0; PassReason::COUNT],
             flushes: [0; FlushReason::COUNT],
+            tunnel: TunnelStats::new(),
         }
     }
 
@@ -248,5 +321,6 @@ impl Stats {
         for (a, b) in self.flushes.iter_mut().zip(other.flushes.iter()) {
             *a += b;
         }
+        self.tunnel.add(&other.tunnel);
     }
 }

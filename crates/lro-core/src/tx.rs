@@ -86,8 +86,10 @@
 use crate::csum;
 use crate::gso::{self, GsoError, Layout};
 use crate::meta::{LinkKind, RxMeta};
+use crate::parse;
 use crate::stats::PassReason;
-use crate::wire::{self, tcp_flags};
+use crate::wire::tcp::flags as tcp_flags;
+use crate::wire::{self, ipv4, tcp};
 
 /// Why the queue refused an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -573,7 +575,7 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
             LinkKind::RawIp => RxMeta::raw_ip(0),
             _ => RxMeta::ethernet(0),
         };
-        let p = wire::parse(frame, &meta).map_err(|u| TxError::Parse(u.reason))?;
+        let p = parse::parse(frame, &meta).map_err(|u| TxError::Parse(u.reason))?;
         let layout = Layout::from_parsed(&p, frame).map_err(|_| TxError::Unsupported)?;
         let fin = p.flags & tcp_flags::FIN != 0;
         if p.flags & (tcp_flags::SYN | tcp_flags::RST) != 0 || (p.payload_len == 0 && !fin) {
@@ -741,15 +743,15 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
         let header = &mut header[..hdr];
         header.copy_from_slice(&bytes[..hdr]);
         let (l3, l4) = (layout.l3(), layout.l4());
-        wire::write_be32(header, l4 + wire::TCP_SEQ, seq);
+        wire::write_be32(header, l4 + tcp::field::SEQ_NUM.start, seq);
         if let Some(ack) = options.ack {
-            wire::write_be32(header, l4 + wire::TCP_ACK, ack);
+            wire::write_be32(header, l4 + tcp::field::ACK_NUM.start, ack);
         }
         if let Some(window) = options.window {
-            wire::write_be16(header, l4 + wire::TCP_WINDOW, window);
+            wire::write_be16(header, l4 + tcp::field::WINDOW.start, window);
         }
         if let (Some(ip_id), false) = (options.ip_id, layout.is_v6()) {
-            wire::write_be16(header, l3 + wire::IPV4_ID, ip_id);
+            wire::write_be16(header, l3 + ipv4::field::IDENT.start, ip_id);
         }
         let full = options.checksum == TxChecksum::Full;
         let payload_sum = if full { csum::sum(payload) } else { 0 };
@@ -884,7 +886,7 @@ mod tests {
         let mut frame = [0u8; 2100];
         let len = r.copy_to(&mut frame).unwrap();
         // The rebuilt frame is a valid segment: the engine's own parser and a reference sum.
-        let p = wire::parse(&frame[..len], &RxMeta::ethernet(0)).unwrap();
+        let p = crate::parse::parse(&frame[..len], &RxMeta::ethernet(0)).unwrap();
         assert_eq!((p.seq, p.payload_len), (2001, 1999));
         assert_eq!(crate::testing::ones_complement_sum(&frame[14..34]), 0xffff);
         // Only the FIN left unACKed: an empty payload with FIN.

@@ -11,7 +11,7 @@
 mod common;
 
 use common::{FlowSeed, Knobs, Op, Scenario, Step, TFrame};
-use lro_core::{Coalesce, Coalescer, Segment, Sink};
+use lro_core::{Coalescer, Engine, Segment, Sink, Sizes};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -122,7 +122,7 @@ fn steps(seed: u64, n: usize) -> Vec<Step> {
         .collect()
 }
 
-fn measure<C: Coalesce<TFrame>>(engine: &mut C, sc: &Scenario) -> (u64, Keep) {
+fn measure<C: Coalescer<TFrame>>(engine: &mut C, sc: &Scenario) -> (u64, Keep) {
     // Everything allocated before the measured region: frames, metadata, the sink's storage.
     let mut frames: Vec<Option<(TFrame, lro_core::RxMeta)>> = sc
         .inputs
@@ -191,12 +191,12 @@ fn no_allocation_on_push_and_flush() {
                 &steps(u64::from(gro) * 2 + u64::from(small), 3000),
             );
             let (events, sink) = if small {
-                let mut e: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(sc.config));
+                let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(sc.config));
                 let r = measure(&mut *e, &sc);
                 assert!(e.stats().is_conserved());
                 r
             } else {
-                let mut e: Box<Coalescer<TFrame, 64, 64>> = Box::new(Coalescer::new(sc.config));
+                let mut e: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(sc.config));
                 let r = measure(&mut *e, &sc);
                 assert!(e.stats().is_conserved());
                 r

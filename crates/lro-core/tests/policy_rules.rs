@@ -13,8 +13,8 @@
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use lro_core::gso::resegment;
 use lro_core::{
-    Cause, Coalesce, Coalescer, Config, FlushReason, OutChecksum, PassReason, Policy, RssHash,
-    RssType, RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Stats, Verdict,
+    Cause, Config, Engine, FlushReason, OutChecksum, PassReason, Policy, RssHash, RssType,
+    RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Sizes, Stats, Verdict,
 };
 use std::fmt;
 
@@ -471,7 +471,7 @@ fn ps(r: PassReason) -> Cause {
 }
 
 struct H<const N: usize = 16, const S: usize = 64> {
-    c: Coalescer<Vec<u8>, N, S>,
+    c: Engine<Vec<u8>, Sizes<N, S>>,
     rec: Rec,
     inputs: Vec<Vec<u8>>,
     ctx: String,
@@ -480,7 +480,7 @@ struct H<const N: usize = 16, const S: usize = 64> {
 impl<const N: usize, const S: usize> H<N, S> {
     fn new(cfg: Config, ctx: String) -> Self {
         Self {
-            c: Coalescer::new(cfg),
+            c: Engine::new(cfg),
             rec: Rec::default(),
             inputs: Vec::new(),
             ctx,
@@ -806,7 +806,10 @@ fn r03_psh_fin_complete_the_segment() {
             h.expect(&lone, Verdict::Passed(PassReason::PushFin));
             h.expect(&b.data(1), Verdict::Held);
             h.expect(&b.data(2), Verdict::Merged);
-            h.expect(&b.data(3).with(|s| s.flags |= flag), Verdict::Merged);
+            h.expect(
+                &b.data(3).with(|s| s.flags |= flag),
+                Verdict::MergedAndFlushed(FlushReason::PushFin),
+            );
             h.expect(&b.data(4), Verdict::Held);
             h.finish();
             h.assert_shape(&[
@@ -840,7 +843,10 @@ fn r04_short_and_long_segments() {
         let mut h = c.h("short");
         h.expect(&b.data(0), Verdict::Held);
         h.expect(&b.data(1), Verdict::Merged);
-        h.expect(&b.data(2).with(|s| s.len = 37), Verdict::Merged);
+        h.expect(
+            &b.data(2).with(|s| s.len = 37),
+            Verdict::MergedAndFlushed(FlushReason::ShortSegment),
+        );
         let next = b.data(3).with(|s| s.seq = b.data(2).seq + 37);
         h.expect(&next, Verdict::Held);
         h.finish();
@@ -1484,7 +1490,7 @@ fn r12_padding_lro_trims_checksum_neutral_padding() {
             h.expect(&padded(b.data(1), &zeros), Verdict::Merged);
             h.expect(&padded(b.data(2), &[0xff, 0xff, 0, 0]), Verdict::Merged);
             let odd = padded(b.data(3).with(|s| s.len = 51), &[0, 0xff, 0xff, 0, 0]);
-            h.expect(&odd, Verdict::Merged);
+            h.expect(&odd, Verdict::MergedAndFlushed(FlushReason::ShortSegment));
             h.finish();
             h.assert_shape(&[(fl(FlushReason::ShortSegment), 4)]);
             assert_eq!(h.view(0).payload_len, 3 * MSS as usize + 51);
@@ -2008,7 +2014,7 @@ fn r16_size_limit() {
             }
             let last = big(65).with(|s| s.len = extra);
             if fits {
-                h.expect(&last, Verdict::Merged);
+                h.expect(&last, Verdict::MergedAndFlushed(FlushReason::ShortSegment));
                 h.finish();
                 h.assert_shape(&[(fl(FlushReason::ShortSegment), 66)]);
                 assert_eq!(h.rec.out[0].info.len - b.l3(), 65535, "{}", h.ctx);

@@ -9,12 +9,13 @@
 //! The capture replay reads `../shared/corpus/tcpdump-tests` (or `$LRO_TCPDUMP_TESTS`) with a
 //! tiny pcap/pcapng reader below, and is skipped with a message when the folder is absent.
 
+use lro_core::flow::FlowHasher;
 use lro_core::rss::RssSorted;
 use lro_core::testing::{self, FrameSpec, IpSpec, TCP_ACK, TCP_PSH, TPID_8021Q};
-use lro_core::wire::{self, FlowKey};
+use lro_core::{parse, FlowKey};
 use lro_core::{
-    Coalesce, Coalescer, Config, FlushReason, LinkKind, OutChecksum, PassReason, Policy, RssHash,
-    RssType, RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Verdict,
+    Coalescer, Config, Engine, FlushReason, LinkKind, OutChecksum, PassReason, Policy, RssHash,
+    RssType, RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Sizes, Verdict,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ impl AsMut<[u8]> for TFrame {
 }
 
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // test records
 enum Out {
     Seg {
         ids: Vec<usize>,
@@ -80,11 +82,11 @@ impl In {
     }
 
     fn key(&self) -> Option<FlowKey> {
-        wire::parse(&self.bytes, &self.meta).ok().map(|p| p.key)
+        parse::parse(&self.bytes, &self.meta).ok().map(|p| p.key)
     }
 
     fn payload(&self) -> &[u8] {
-        match wire::parse(&self.bytes, &self.meta) {
+        match parse::parse(&self.bytes, &self.meta) {
             Ok(p) => &self.bytes[p.payload as usize..p.ip_end as usize],
             Err(_) => &[],
         }
@@ -103,7 +105,7 @@ fn pushes(n: usize) -> Vec<Op> {
 }
 
 /// Runs `ops` on `engine` (then a teardown `flush_all`) and checks the output.
-fn run<C: Coalesce<TFrame>>(
+fn run<C: Coalescer<TFrame>>(
     engine: &mut C,
     inputs: &[In],
     ops: &[Op],
@@ -207,7 +209,7 @@ fn check(inputs: &[In], ops: &[Op], config: &Config, frames_max: usize, rec: &Re
         for &i in ids {
             assert_eq!(inputs[i].key(), Some(key), "isolation: segment {ids:?}");
         }
-        let p = wire::parse(bytes, &head.meta).expect("a rewritten segment parses");
+        let p = parse::parse(bytes, &head.meta).expect("a rewritten segment parses");
         assert_eq!(p.ip_end as usize, bytes.len(), "segment {ids:?}: IP length");
         let (l3, l4) = (p.l3 as usize, p.l4 as usize);
         if !p.is_v6() {
@@ -276,12 +278,12 @@ fn run_all(inputs: &[In], ops: &[Op]) {
         Config::lro(),
         Config::lro().with_checksum_out(OutChecksum::Partial),
     ] {
-        let mut small: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(config));
+        let mut small: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
         run(&mut *small, inputs, ops, &config, 8);
-        let mut large: Box<Coalescer<TFrame, 64, 64>> = Box::new(Coalescer::new(config));
+        let mut large: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(config));
         run(&mut *large, inputs, ops, &config, 64);
     }
-    let inner: Coalescer<TFrame, 4, 16> = Coalescer::new(Config::lro());
+    let inner: Engine<TFrame, Sizes<4, 16>> = Engine::new(Config::lro());
     let mut sorted: Box<RssSorted<_, TFrame, 64>> = Box::new(RssSorted::new(inner));
     let mut rec = Rec::default();
     for op in ops {
@@ -551,39 +553,52 @@ fn interleaved(
         .collect()
 }
 
-/// Flows whose flow keys hash to the same value: the source port's bits 3..15 land on the
-/// IPv4 source address's bits 0..12 in `FlowKey::hash`'s fold, so changing both together
-/// leaves the hash unchanged.
-fn colliding(k: usize) -> FrameSpec<'static> {
-    let sport = 1024 + 8 * k as u16;
-    let mut s = spec(sport);
-    if let IpSpec::V4(ip) = &mut s.ip {
-        let a = u32::from_be_bytes(ip.src) ^ u32::from(sport >> 3);
-        ip.src = a.to_be_bytes();
-    }
-    s
+/// Source ports whose flow keys land in one bucket chain of every table up to 256 entries
+/// under the default hash seed: what an attacker who knows the seed can find by trying ports
+/// (about 256 tries per flow). A caller who gives the engine a random seed
+/// ([`Config::hash_seed`]) leaves nothing to find.
+fn colliding_ports(n: usize) -> Vec<u16> {
+    let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
+    let key = |port: u16| build_key(&spec(port));
+    let target = hasher.hash(&key(1024)) & 0xff;
+    (1024..=u16::MAX)
+        .filter(|&p| hasher.hash(&key(p)) & 0xff == target)
+        .take(n)
+        .collect()
+}
+
+fn build_key(s: &FrameSpec<'_>) -> FlowKey {
+    parse::flow_key(&build(&s.payload(&PAYLOAD[..10])), &RxMeta::ethernet(0)).expect("TCP")
 }
 
 #[test]
 fn flows_crafted_to_collide_in_the_key_hash_stay_apart() {
-    let inputs = interleaved(64, 64 * 8, &colliding, None);
-    let hashes: std::collections::HashSet<u32> = inputs
+    let ports = colliding_ports(64);
+    assert_eq!(ports.len(), 64, "enough colliding ports");
+    let inputs = interleaved(64, 64 * 8, &|k| spec(ports[k]), None);
+    let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
+    let buckets: std::collections::HashSet<u32> = inputs
         .iter()
-        .map(|f| f.key().expect("TCP").hash())
+        .map(|f| hasher.hash(&f.key().expect("TCP")) & 0xff)
         .collect();
     let keys: std::collections::HashSet<FlowKey> =
         inputs.iter().map(|f| f.key().expect("TCP")).collect();
     assert_eq!(
-        (hashes.len(), keys.len()),
+        (buckets.len(), keys.len()),
         (1, 64),
-        "the crafted flows collide"
+        "the crafted flows share one bucket"
     );
     run_all(&inputs, &pushes(inputs.len()));
     // Colliding flows still aggregate: a table of 64 holds all of them.
     let config = Config::lro();
-    let mut e: Box<Coalescer<TFrame, 64, 64>> = Box::new(Coalescer::new(config));
+    let mut e: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(config));
     run(&mut *e, &inputs, &pushes(inputs.len()), &config, 64);
     assert_eq!(e.stats().segments, 64, "one segment per flow");
+    // Under another seed the same flows spread over the buckets.
+    let other = FlowHasher::new(0x0123_4567_89ab_cdef);
+    let spread: std::collections::HashSet<u32> =
+        keys.iter().map(|k| other.hash(k) & 0xff).collect();
+    assert!(spread.len() > 40, "{} buckets", spread.len());
 }
 
 #[test]
@@ -592,7 +607,7 @@ fn many_flows_sharing_one_rss_hash() {
     run_all(&inputs, &pushes(inputs.len()));
     // The RSS wrapper groups by hash: one group of 200 flows through 4 entries still only
     // merges frames of one flow (checked by `run_all`), and loses nothing.
-    let inner: Coalescer<TFrame, 4, 16> = Coalescer::new(Config::lro());
+    let inner: Engine<TFrame, Sizes<4, 16>> = Engine::new(Config::lro());
     let mut sorted: Box<RssSorted<_, TFrame, 1024>> = Box::new(RssSorted::new(inner));
     let config = Config::lro();
     run(&mut *sorted, &inputs, &pushes(inputs.len()), &config, 16);
@@ -604,7 +619,7 @@ fn eviction_storm() {
     // 1000 flows round-robin through 4 entries: every push past the fourth evicts.
     let inputs = interleaved(1000, 3000, &|f| spec(f as u16), None);
     let config = Config::gro();
-    let mut e: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(config));
+    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
     run(&mut *e, &inputs, &pushes(inputs.len()), &config, 8);
     assert_eq!(e.stats().evictions, 3000 - 4);
     assert_eq!(e.stats().frames_merged, 0);
@@ -628,7 +643,7 @@ fn sequence_numbers_wrapping_at_2_32() {
             })
             .collect();
         for config in [Config::gro(), Config::lro()] {
-            let mut e: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(config));
+            let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
             let rec = run(&mut *e, &inputs, &pushes(8), &config, 8);
             let Out::Seg { ids, bytes, .. } = &rec.out[0] else {
                 panic!("a segment");
@@ -651,7 +666,7 @@ fn the_64_kb_limit() {
         })
         .collect();
     for config in [Config::gro(), Config::lro()] {
-        let mut e: Box<Coalescer<TFrame, 4, 64>> = Box::new(Coalescer::new(config));
+        let mut e: Box<Engine<TFrame, Sizes<4, 64>>> = Box::new(Engine::new(config));
         let rec = run(&mut *e, &inputs, &pushes(40), &config, 64);
         assert!(e.stats().flushed(FlushReason::SizeLimit) > 0);
         let sizes: Vec<usize> = rec
@@ -704,7 +719,7 @@ fn zero_window() {
         .collect();
     run_all(&inputs, &pushes(inputs.len()));
     let config = Config::lro();
-    let mut e: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(config));
+    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
     let rec = run(&mut *e, &inputs, &pushes(inputs.len()), &config, 8);
     // Identical zero-window ACKs are duplicates: never superseded.
     let released: Vec<usize> = rec
@@ -732,7 +747,7 @@ fn a_flood_of_duplicate_acks() {
         .collect();
     run_all(&inputs, &pushes(n));
     let config = Config::lro();
-    let mut e: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(config));
+    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
     let rec = run(&mut *e, &inputs, &pushes(n), &config, 8);
     // None is superseded: every duplicate reaches the stack (RFC 5681 fast retransmit).
     assert_eq!(e.stats().released, 0);
@@ -776,7 +791,7 @@ fn truncated_headers_at_every_byte_offset() {
         inputs.push(In::new(next.clone(), metas(&next, kind)[0]));
         run_all(&inputs, &pushes(inputs.len()));
         let config = Config::lro();
-        let mut e: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(config));
+        let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
         let mut rec = Rec::default();
         for (i, f) in inputs.iter().enumerate().skip(1).take(inputs.len() - 2) {
             let v = e.push(
@@ -827,7 +842,7 @@ fn reordered_old_ack_and_its_repeat_are_not_superseded_wrongly() {
     let mut more = inputs.clone();
     more.push(inputs[2].clone());
     let config = Config::lro();
-    let mut e: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(config));
+    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
     let rec = run(&mut *e, &more, &pushes(4), &config, 8);
     assert!(
         !rec.out.iter().any(|o| matches!(o, Out::Rel(3))),
@@ -861,9 +876,9 @@ fn parse_metas() -> [RxMeta; 3] {
 /// `Unparsed` (reason and flow hint) on failure.
 fn assert_parsers_agree(bytes: &[u8]) {
     for meta in parse_metas() {
-        let mut p = wire::Parsed::EMPTY;
-        let got = wire::parse_into(bytes, &meta, &mut p).map(|()| p);
-        assert_eq!(got, wire::parse(bytes, &meta), "{meta:?} {bytes:02x?}");
+        let mut p = parse::Parsed::EMPTY;
+        let got = parse::parse_into::<lro_core::encap::NoEncap>(bytes, &meta, &mut p).map(|()| p);
+        assert_eq!(got, parse::parse(bytes, &meta), "{meta:?} {bytes:02x?}");
     }
 }
 

@@ -4,7 +4,7 @@
 #![cfg(feature = "test-utils")]
 
 use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
-use lro_core::{Coalesce, Coalescer, Config, RxChecksum, RxMeta, Segment, Sink, Verdict};
+use lro_core::{Config, Engine, RxChecksum, RxMeta, Segment, Sink, Sizes, Verdict};
 
 /// What the sink saw: the frames of each segment (head first, as rewritten), and the
 /// released frames.
@@ -72,7 +72,7 @@ fn assert_alone_and_unchanged(rec: &Rec, dup: &[u8]) {
 }
 
 fn run(config: Config, frames: &[(Vec<u8>, RxMeta)]) -> (Rec, Vec<Verdict>) {
-    let mut engine: Coalescer<Vec<u8>, 8, 16> = Coalescer::new(config);
+    let mut engine: Engine<Vec<u8>, Sizes<8, 16>> = Engine::new(config);
     let mut rec = Rec::default();
     let verdicts = frames
         .iter()
@@ -202,7 +202,7 @@ fn reverse_pure_ack_leaves_prediction_to_the_data_flow() {
         reverse(3, 1100),
         data(4, 1100, 5, TCP_ACK),
     ];
-    let mut engine: Coalescer<Vec<u8>, 8, 16> = Coalescer::new(Config::lro());
+    let mut engine: Engine<Vec<u8>, Sizes<8, 16>> = Engine::new(Config::lro());
     let mut rec = Rec::default();
     let verdicts: Vec<_> = frames
         .iter()

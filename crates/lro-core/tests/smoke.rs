@@ -1,7 +1,7 @@
 //! A first end-to-end check: contiguous IPv4 segments merge into one valid segment.
 
 use etherparse::{PacketBuilder, SlicedPacket, TransportSlice};
-use lro_core::{Coalesce, Coalescer, Config, RxMeta, Segment, Sink};
+use lro_core::{Config, Engine, RxMeta, Segment, Sink, Sizes};
 
 #[derive(Default)]
 struct Collect {
@@ -44,7 +44,7 @@ fn data(seq: u32, payload: &[u8], id: u16) -> Vec<u8> {
 #[test]
 fn contiguous_segments_merge_with_valid_checksums() {
     for config in [Config::gro(), Config::lro()] {
-        let mut c: Coalescer<Vec<u8>, 8, 16> = Coalescer::new(config);
+        let mut c: Engine<Vec<u8>, Sizes<8, 16>> = Engine::new(config);
         let mut sink = Collect::default();
         let payloads: Vec<Vec<u8>> = (0..4u8)
             .map(|i| vec![i.wrapping_mul(31).wrapping_add(1); 1000])

@@ -20,7 +20,7 @@ use lro_core::testing::{
 use lro_core::tx::{
     AckOutcome, Completion, Post, RetransmitOptions, TxChecksum, TxError, TxQueue, TxToken,
 };
-use lro_core::{Coalesce, Coalescer, Config, LinkKind, RxMeta, Segment, SegmentInfo, Sink};
+use lro_core::{Config, Engine, LinkKind, RxMeta, Segment, SegmentInfo, Sink, Sizes};
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
 
@@ -200,7 +200,7 @@ impl Sink<Vec<u8>> for Collect {
 fn coalesce_gro(frames: Vec<Vec<u8>>, meta: &RxMeta) -> Collect {
     // Software verification of every frame (`RxChecksum::None`): the coalescer checks the GSO
     // output's checksums with its own code too.
-    let mut engine: Coalescer<Vec<u8>, 4, 64> = Coalescer::new(Config::gro());
+    let mut engine: Engine<Vec<u8>, Sizes<4, 64>> = Engine::new(Config::gro());
     let mut sink = Collect::default();
     for f in frames {
         engine.push(f, meta, &mut sink);

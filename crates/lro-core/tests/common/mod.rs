@@ -13,8 +13,8 @@ use lro_core::testing::{
     VlanTag, TCP_ACK, TCP_CWR, TCP_ECE, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, TCP_URG,
 };
 use lro_core::{
-    Cause, Coalesce, Coalescer, Config, OutChecksum, Policy, RssHash, RssType, RxChecksum, RxMeta,
-    Segment, SegmentInfo, Sink, Stats, Verdict,
+    Cause, Coalescer, Config, Engine, OutChecksum, Policy, RssHash, RssType, RxChecksum, RxMeta,
+    Segment, SegmentInfo, Sink, Sizes, Stats, Verdict,
 };
 use std::collections::HashMap;
 
@@ -693,6 +693,7 @@ fn build_frame(
 
 /// What came out of the engine.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // test records, built once per output
 pub enum Out {
     /// A segment: its frames, contiguous bytes, chunks and info.
     Seg {
@@ -742,7 +743,7 @@ impl Sink<TFrame> for Recorder {
 
 /// Runs a scenario on an engine; returns the recorded output and the verdicts. Also checks the
 /// verdict of every push against what the sink saw during that push.
-pub fn run<C: Coalesce<TFrame>>(engine: &mut C, sc: &Scenario) -> Result<Run, String> {
+pub fn run<C: Coalescer<TFrame>>(engine: &mut C, sc: &Scenario) -> Result<Run, String> {
     let mut rec = Recorder::default();
     let n = sc.inputs.len();
     let mut verdicts = vec![Verdict::Held; n];
@@ -800,10 +801,21 @@ pub fn run<C: Coalesce<TFrame>>(engine: &mut C, sc: &Scenario) -> Result<Run, St
                         return Err(format!("frame {id}: the engine itself never queues"));
                     }
                     Verdict::Merged => {
-                        // May complete the segment at once (PSH/FIN, short), then it is last.
-                        if let Some(pos) = emitted.iter().position(|o| contains(o)) {
-                            if pos + 1 != emitted.len() {
-                                return Err(format!("frame {id}: Merged, emitted before the end"));
+                        if emitted.iter().any(|o| contains(o)) {
+                            return Err(format!("frame {id}: Merged (still held) but emitted"));
+                        }
+                    }
+                    Verdict::MergedAndFlushed(r) => {
+                        // It completed the segment (PSH/FIN, short): delivered last, with it.
+                        match emitted.last() {
+                            Some(Out::Seg { ids, info, .. })
+                                if ids.len() > 1
+                                    && ids.last() == Some(&id)
+                                    && info.cause == Cause::Flushed(r) => {}
+                            other => {
+                                return Err(format!(
+                                    "frame {id}: verdict {v:?} but last output {other:?}"
+                                ))
                             }
                         }
                     }
@@ -1389,10 +1401,10 @@ pub fn run_both_and_check(sc: &Scenario) -> Result<u64, String> {
     fn go<const N: usize, const S: usize>(
         sc: &Scenario,
     ) -> Result<(Run, Stats, Run, Stats), String> {
-        let mut on: Box<Coalescer<TFrame, N, S>> =
-            Box::new(Coalescer::new(sc.config.with_header_prediction(true)));
-        let mut off: Box<Coalescer<TFrame, N, S>> =
-            Box::new(Coalescer::new(sc.config.with_header_prediction(false)));
+        let mut on: Box<Engine<TFrame, Sizes<N, S>>> =
+            Box::new(Engine::new(sc.config.with_header_prediction(true)));
+        let mut off: Box<Engine<TFrame, Sizes<N, S>>> =
+            Box::new(Engine::new(sc.config.with_header_prediction(false)));
         let a = run(&mut *on, sc)?;
         let b = run(&mut *off, sc)?;
         Ok((a, on.stats().clone(), b, off.stats().clone()))
@@ -1437,10 +1449,10 @@ pub fn run_both_and_check(sc: &Scenario) -> Result<u64, String> {
 /// Runs and checks a scenario on both table shapes chosen by the knobs.
 pub fn run_and_check(sc: &Scenario) -> Result<(), String> {
     let run = if sc.knobs.small {
-        let mut e: Box<Coalescer<TFrame, 4, 8>> = Box::new(Coalescer::new(sc.config));
+        let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(sc.config));
         run(&mut *e, sc)?
     } else {
-        let mut e: Box<Coalescer<TFrame, 64, 64>> = Box::new(Coalescer::new(sc.config));
+        let mut e: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(sc.config));
         run(&mut *e, sc)?
     };
     check(sc, &run)

@@ -1,0 +1,1338 @@
+//! The engine: the per-frame path and segment delivery.
+//!
+//! Every frame takes one of two ways to its [`Facts`]: header prediction reads them at the
+//! offsets of a matching template ([`predict`]), or the parser does ([`parse::parse_into`])
+//! and the checksums are verified. From there both share every step: [`Engine::judge`] applies
+//! the [rule table](super::rules) and [`Engine::act`] carries the decision out (merge, absorb,
+//! flush, start, deliver alone).
+
+use core::marker::PhantomData;
+
+use super::ack_memo;
+use super::fixup::{self, Layers, TcpSum};
+use super::predict::{self, PayloadSum, Predicted};
+use super::rules::{self, Compared, Facts, Fields, HeadMatch, Merge};
+use super::storage::{Capacity, DefaultSizes, FlowState, Held, IpHeld, Parts, Store, Sums};
+use super::{Cause, Coalescer, Config, OutChecksum, Policy, Segment, SegmentInfo, Sink};
+use crate::csum;
+use crate::encap::{Encap, NoEncap, TunnelSlot};
+use crate::flow::{FlowHasher, Key};
+use crate::meta::{RxChecksum, RxMeta};
+use crate::parse::{self, FlowHint, IpFacts, Parsed};
+use crate::stats::{FlushReason, PassReason, Stats, Verdict};
+use crate::wire::tcp::{self, flags};
+use crate::wire::{write_be16, write_be32};
+
+/// The allocation-free coalescing engine.
+///
+/// `F` is the frame type: anything that lends its bytes mutably (`&mut [u8]`, `Vec<u8>`, a
+/// driver's buffer handle). `C` says how much it holds ([`Sizes`](super::Sizes): flows, frames
+/// per segment, ACK records; [`DefaultSizes`] by default). `E` is the encapsulation it looks
+/// through ([`NoEncap`] by default; `lro-gre` provides GRE). All memory is inside the value.
+///
+/// # Teardown
+/// Frames the engine holds are delivered by [`Engine::flush_all`]; call it before dropping the
+/// engine (at the end of every poll, and at shutdown). Dropping an engine that still holds
+/// frames drops them, which for a driver's buffer handle returns the buffer through its `Drop`:
+/// nothing leaks, but those frames are not passed up.
+///
+/// ```
+/// use lro_core::{Config, Engine, RxMeta, Segment, Sink};
+///
+/// struct Count(usize);
+/// impl<F: AsRef<[u8]>> Sink<F> for Count {
+///     fn segment(&mut self, _segment: Segment<'_, F>) {
+///         self.0 += 1;
+///     }
+/// }
+///
+/// // Frames are borrowed slices: the engine rewrites the head's headers in place.
+/// let mut buffer = [0u8; 60];
+/// let mut engine: Engine<&mut [u8]> = Engine::new(Config::lro());
+/// let mut sink = Count(0);
+/// // Not TCP: delivered at once, counted.
+/// engine.push(&mut buffer[..], &RxMeta::ethernet(0), &mut sink);
+/// engine.flush_all(&mut sink);
+/// assert_eq!(sink.0, 1);
+/// assert!(engine.stats().is_conserved());
+/// ```
+pub struct Engine<F, C: Capacity = DefaultSizes, E: Encap = NoEncap> {
+    config: Config,
+    hasher: FlowHasher,
+    store: C::Storage<F, E::Tunnel>,
+    stats: Stats,
+    /// Earliest time at which some held segment reaches `max_hold` (`u64::MAX`: none).
+    hold_deadline: u64,
+    held: usize,
+    /// The entry the previous data frame started or joined: header prediction's candidate.
+    hot: u16,
+    _encap: PhantomData<fn() -> E>,
+}
+
+/// A frame on its way through [`Engine::judge`] and [`Engine::act`]: its facts and where it
+/// goes, from the parser or from header prediction.
+struct Incoming<T> {
+    key: Key<T>,
+    hash: u32,
+    /// The flow's held segment.
+    slot: Option<u16>,
+    facts: Fields,
+    /// The checksum verdict.
+    checked: Result<(), PassReason>,
+    sum: PayloadSum,
+    /// Offset of its payload and of the end of its datagram.
+    payload: u32,
+    ip_end: u32,
+    layers: Layers,
+    /// The entry whose template matched (header prediction), reused if the frame starts a
+    /// segment.
+    template: Option<u16>,
+    time: u64,
+}
+
+/// What header prediction made of a frame.
+enum Pred {
+    /// The template did not match, or the frame needs the general path.
+    Miss,
+    /// Append it to the segment in the slot: what that writes.
+    Append {
+        slot: u16,
+        appended: Appended,
+        sum: PayloadSum,
+        payload: u32,
+        ip_end: u32,
+    },
+    /// Anything else the rules decided (the facts are read again to carry it out).
+    Other {
+        decision: Decision,
+        held: Option<u16>,
+    },
+}
+
+/// What appending a frame writes into its segment's state.
+#[derive(Clone, Copy)]
+struct Appended {
+    ack: u32,
+    window: u16,
+    flags: u8,
+    payload_len: u32,
+    ts: Option<(u32, u32)>,
+    ip_id: u16,
+    outer_id: u16,
+    tunnelled: bool,
+    /// Its padding was trimmed.
+    trimmed: bool,
+}
+
+impl Appended {
+    #[inline(always)]
+    fn of(f: &Fields) -> Self {
+        Self {
+            ack: f.ack,
+            window: f.window,
+            flags: f.flags,
+            payload_len: f.payload_len,
+            ts: f.options.timestamps(),
+            ip_id: f.ip.id,
+            outer_id: f.outer.map_or(0, |o| o.id),
+            tunnelled: f.outer.is_some(),
+            trimmed: f.padded,
+        }
+    }
+}
+
+/// What [`Engine::judge`] decided.
+#[derive(Clone, Copy)]
+enum Decision {
+    /// Deliver the frame on its own (after its flow's held segment).
+    Alone(PassReason),
+    /// Join the held segment in the slot.
+    Join(u16, Merge),
+    /// Deliver the held segment in the slot for this reason, then start a new one.
+    FlushThenStart(u16, FlushReason),
+    /// Nothing held: start a segment.
+    Start,
+}
+
+/// The general path's [`HeadMatch`]: byte comparisons with the held segment's head.
+struct ByteMatch<'a, E> {
+    head: &'a [u8],
+    head_layers: &'a Layers,
+    frame: &'a [u8],
+    layers: &'a Layers,
+    encap: PhantomData<E>,
+}
+
+impl<E: Encap> HeadMatch for ByteMatch<'_, E> {
+    #[inline(always)]
+    fn options_equal(&self) -> bool {
+        let r = |l: &Layers| usize::from(l.l4) + tcp::HEADER_LEN..l.header_len();
+        self.head.get(r(self.head_layers)) == self.frame.get(r(self.layers))
+    }
+
+    #[inline(always)]
+    fn extensions_equal(&self) -> bool {
+        // IPv6 extension headers: between the fixed header and what follows it.
+        let inner =
+            |l: &Layers| usize::from(l.l3) + crate::wire::ipv6::HEADER_LEN..usize::from(l.l4);
+        if self.layers.v6
+            && self.head.get(inner(self.head_layers)) != self.frame.get(inner(self.layers))
+        {
+            return false;
+        }
+        match (&self.head_layers.outer, &self.layers.outer) {
+            (Some(h), Some(f)) if f.v6 => {
+                let r = |l3: u16, to: u16| {
+                    usize::from(l3) + crate::wire::ipv6::HEADER_LEN..usize::from(to)
+                };
+                self.head.get(r(h.l3, h.encap)) == self.frame.get(r(f.l3, f.encap))
+            }
+            _ => true,
+        }
+    }
+
+    #[inline(always)]
+    fn encap_may_merge(&self) -> bool {
+        match (&self.head_layers.outer, &self.layers.outer) {
+            (Some(h), Some(f)) if E::ENABLED => {
+                let r = |o: &fixup::OuterLayers| usize::from(o.encap)..usize::from(o.inner);
+                match (self.head.get(r(h)), self.frame.get(r(f))) {
+                    (Some(a), Some(b)) => E::may_merge(a, b),
+                    _ => false,
+                }
+            }
+            _ => true,
+        }
+    }
+}
+
+/// What a frame delivered alone tells the ACK memory and the sink.
+struct Alone<T> {
+    key: Key<T>,
+    hash: u32,
+    l3: u32,
+    l4: u32,
+    payload_len: u32,
+    flags: u8,
+    ack: u32,
+    window: u16,
+}
+
+impl<F, C: Capacity, E: Encap> Engine<F, C, E>
+where
+    F: AsRef<[u8]> + AsMut<[u8]>,
+{
+    /// A new engine with nothing held.
+    ///
+    /// The sizes are checked at compile time (the flow count and the ACK records powers of
+    /// two, at least one frame per segment).
+    ///
+    /// # Memory
+    /// The engine is one value: see [`Capacity`] for its size (a 64-flow, 64-frame table of
+    /// `Vec<u8>` frames is about 200 KB). `new` is a `const fn`, so a large table can be
+    /// evaluated at compile time instead of on the stack: in a `static` for firmware, or
+    /// `Box::new(const { ... })` on a host.
+    ///
+    /// ```
+    /// use lro_core::{Config, Engine, Sizes};
+    /// // Evaluated at compile time: no stack space is used to build it.
+    /// let engine = Box::new(const { Engine::<Vec<u8>, Sizes<1024, 64>>::new(Config::lro()) });
+    /// assert_eq!(engine.held_frames(), 0);
+    /// ```
+    pub const fn new(config: Config) -> Self {
+        Self {
+            config,
+            hasher: FlowHasher::new(config.hash_seed),
+            store: <C::Storage<F, E::Tunnel> as Store<F, E::Tunnel>>::EMPTY,
+            stats: Stats::new(),
+            hold_deadline: u64::MAX,
+            held: 0,
+            hot: 0,
+            _encap: PhantomData,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Changes the configuration; takes effect for the next frame. A new
+    /// [`hash_seed`](Config::hash_seed) re-buckets the held flows (and forgets the ACK
+    /// memory, which is keyed by the hash).
+    pub fn set_config(&mut self, config: Config) {
+        let reseed = config.hash_seed != self.config.hash_seed;
+        self.config = config;
+        if reseed {
+            self.hasher = FlowHasher::new(config.hash_seed);
+            let hasher = self.hasher;
+            let Parts {
+                mut index,
+                flows,
+                mut acks,
+                ..
+            } = self.store.parts();
+            index.rehash(|k| k.hash(&hasher));
+            for (slot, e) in flows.iter_mut().enumerate() {
+                e.hash = index.key(slot as u16).hash(&hasher);
+            }
+            acks.clear();
+        }
+    }
+
+    /// Flows currently held.
+    pub fn held_flows(&self) -> usize {
+        self.store.flows().iter().filter(|e| e.is_held()).count()
+    }
+
+    /// Frames currently held.
+    #[inline]
+    pub fn held_frames(&self) -> usize {
+        self.held
+    }
+
+    /// The counters.
+    #[inline]
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Resets the counters to zero.
+    pub fn reset_stats(&mut self) {
+        self.stats = Stats::new();
+    }
+
+    /// Offers one received frame (see [`Coalescer::push`]).
+    #[inline]
+    pub fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
+        self.stats.frames_in += 1;
+        if self.config.header_prediction {
+            return self.push_predicted(frame, meta, sink);
+        }
+        self.push_general(frame, meta, sink)
+    }
+
+    /// Header prediction, then what it decided; the general path when it cannot read the
+    /// frame. A function of its own, so the common case (a predicted append) is compiled
+    /// apart from the rest.
+    #[inline(never)]
+    fn push_predicted<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        meta: &RxMeta,
+        sink: &mut K,
+    ) -> Verdict {
+        // Always below the table size (a power of two): the mask drops the bounds check.
+        let slot = (usize::from(self.hot) & (C::FLOWS - 1)) as u16;
+        match self.predict(frame.as_ref(), meta, slot) {
+            Pred::Append {
+                slot,
+                appended,
+                sum,
+                payload,
+                ip_end,
+            } => {
+                self.stats.predicted += 1;
+                self.count_in(appended.payload_len, appended.tunnelled);
+                self.append(
+                    slot, frame, &appended, sum, payload, ip_end, meta.time, sink,
+                )
+            }
+            Pred::Other { decision, held } => {
+                self.act_predicted(frame, meta, slot, decision, held, sink)
+            }
+            Pred::Miss => self.push_general(frame, meta, sink),
+        }
+    }
+
+    /// Delivers everything held (see [`Coalescer::flush_all`]).
+    pub fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
+        loop {
+            let oldest = self.store.parts().index.oldest();
+            let Some(slot) = oldest else { break };
+            self.flush_slot(slot, FlushReason::FlushAll, sink);
+        }
+        self.hold_deadline = u64::MAX;
+    }
+
+    /// Delivers idle and overdue flows (see [`Coalescer::flush_idle`]).
+    pub fn flush_idle<K: Sink<F> + ?Sized>(&mut self, now: u64, sink: &mut K) {
+        if let Some(timeout) = self.config.idle_timeout {
+            loop {
+                let parts = self.store.parts();
+                let Some(slot) = parts.index.oldest() else {
+                    break;
+                };
+                if now.saturating_sub(parts.flows[usize::from(slot)].last_time) < timeout {
+                    break;
+                }
+                self.flush_slot(slot, FlushReason::Idle, sink);
+            }
+        }
+        if let Some(max) = self.config.max_hold {
+            if now >= self.hold_deadline {
+                let mut next = u64::MAX;
+                let mut cur = self.store.parts().index.oldest();
+                while let Some(slot) = cur {
+                    let parts = self.store.parts();
+                    cur = parts.index.newer(slot);
+                    let due = parts.flows[usize::from(slot)]
+                        .first_time
+                        .saturating_add(max);
+                    if now >= due {
+                        self.flush_slot(slot, FlushReason::MaxHold, sink);
+                    } else {
+                        next = next.min(due);
+                    }
+                }
+                self.hold_deadline = next;
+            }
+        }
+    }
+
+    // ---- The two ways to a frame's facts ----
+
+    /// Header prediction: the template of the entry `slot` against the frame and, when it
+    /// matches, the rules on what the template read. Changes nothing.
+    #[inline(always)]
+    fn predict(&self, bytes: &[u8], meta: &RxMeta, slot: u16) -> Pred {
+        let e = &self.store.flows()[usize::from(slot)];
+        if !e.tpl.matches(bytes, meta) {
+            return Pred::Miss;
+        }
+        let Some(p) = self.read_predicted(bytes, meta, slot) else {
+            return Pred::Miss;
+        };
+        let held = if e.is_held() {
+            Some(slot)
+        } else if self.held_elsewhere(slot) {
+            // The flow is held in another entry, whose head the template does not describe.
+            return Pred::Miss;
+        } else {
+            None
+        };
+        let memo = || ack_memo::get(self.store.acks(), self.store.key(slot), e.hash);
+        match self.judge(&p.view, Ok(()), held, meta.time, memo) {
+            Decision::Join(slot, Merge::Append) => Pred::Append {
+                slot,
+                appended: Appended {
+                    ack: p.view.ack(),
+                    window: p.view.window(),
+                    flags: p.view.flags(),
+                    payload_len: p.view.payload_len(),
+                    ts: p.view.options().timestamps(),
+                    ip_id: p.view.ip_ids().0.unwrap_or(0),
+                    outer_id: p.view.ip_ids().1.unwrap_or(0),
+                    tunnelled: E::ENABLED && e.layers.outer.is_some(),
+                    trimmed: false,
+                },
+                sum: p.sum,
+                payload: p.payload,
+                ip_end: p.ip_end,
+            },
+            decision => Pred::Other { decision, held },
+        }
+    }
+
+    /// [`predict::read`] for the entry `slot`.
+    #[inline(always)]
+    fn read_predicted<'a>(
+        &'a self,
+        bytes: &'a [u8],
+        meta: &RxMeta,
+        slot: u16,
+    ) -> Option<Predicted<'a, E>> {
+        let e = &self.store.flows()[usize::from(slot)];
+        let want_sum = self.wants_sums(&e.layers);
+        let verify = self.config.verify_checksums;
+        let head = if E::ENABLED {
+            head_bytes::<F, C, E>(&self.store, slot)
+        } else {
+            &[]
+        };
+        predict::read(bytes, head, meta, e, verify, want_sum)
+    }
+
+    /// Carries out a predicted frame's decision other than an append (`slot`: the entry whose
+    /// template matched, `held`: the flow's held segment), reading the frame's facts again.
+    #[inline(never)]
+    fn act_predicted<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        meta: &RxMeta,
+        slot: u16,
+        decision: Decision,
+        held: Option<u16>,
+        sink: &mut K,
+    ) -> Verdict {
+        let Some((facts, sum, payload, ip_end)) = self
+            .read_predicted(frame.as_ref(), meta, slot)
+            .map(|p| (Fields::of(&p.view), p.sum, p.payload, p.ip_end))
+        else {
+            // Unreachable: the same read succeeded a moment ago.
+            return self.push_general(frame, meta, sink);
+        };
+        self.stats.predicted += 1;
+        self.count_in(facts.payload_len, facts.outer.is_some());
+        let e = &self.store.flows()[usize::from(slot)];
+        let inc = Incoming {
+            key: *self.store.key(slot),
+            hash: e.hash,
+            slot: held,
+            facts,
+            checked: Ok(()),
+            sum,
+            payload,
+            ip_end,
+            layers: e.layers,
+            template: Some(slot),
+            time: meta.time,
+        };
+        self.act(frame, inc, decision, meta, sink)
+    }
+
+    /// Whether the flow whose key entry `slot` keeps is held in another entry.
+    #[inline(never)]
+    fn held_elsewhere(&self, slot: u16) -> bool {
+        let hash = self.store.flows()[usize::from(slot)].hash;
+        self.store.find(hash, self.store.key(slot)).is_some()
+    }
+
+    /// Everything header prediction does not read: parse, look the flow up, verify checksums,
+    /// then the shared path. Out of line, so the predicted path keeps a small frame of its own.
+    #[inline(never)]
+    fn push_general<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        meta: &RxMeta,
+        sink: &mut K,
+    ) -> Verdict {
+        let bytes = frame.as_ref();
+        // Filled in place (see `parse::parse_into`): a returned `Parsed` costs a copy per frame.
+        let mut p = Parsed::EMPTY;
+        if let Err(u) = parse::parse_into::<E>(bytes, meta, &mut p) {
+            self.flush_for_hint(&u.hint, sink);
+            if matches!(u.hint, FlowHint::Tunnel(_)) {
+                self.stats.tunnel.frames_in += 1;
+                self.stats.tunnel.passed[u.reason.index()] += 1;
+            }
+            return self.deliver_alone(frame, u.reason, None, sink);
+        }
+        let Some(layers) = Layers::of(&p) else {
+            return self.deliver_alone(frame, PassReason::Malformed, None, sink);
+        };
+        let key = Key {
+            flow: p.key,
+            tunnel: match &p.tunnel {
+                Some(t) => E::Tunnel::from_key(&t.key),
+                None => E::Tunnel::EMPTY,
+            },
+        };
+        let hash = key.hash(&self.hasher);
+        let (checked, sum, padded, padding_neutral) = self.verify(&p, &layers, bytes, meta);
+        let facts = Fields {
+            seq: p.seq,
+            ack: p.ack,
+            flags_word: p.flags_word,
+            flags: p.flags,
+            window: p.window,
+            payload_len: p.payload_len,
+            options: p.options,
+            ip: p.ip,
+            outer: p.tunnel.map(|t| t.outer),
+            encap: p.tunnel.map_or(Ok(()), |t| t.mergeable),
+            padded,
+            padding_neutral,
+        };
+        self.count_in(facts.payload_len, facts.outer.is_some());
+        let slot = self.store.parts().index.find(hash, &key);
+        let inc = Incoming {
+            key,
+            hash,
+            slot,
+            facts,
+            checked,
+            sum,
+            payload: p.payload,
+            ip_end: p.ip_end,
+            layers,
+            template: None,
+            time: meta.time,
+        };
+        let decision = {
+            let (head, head_layers) = match slot {
+                Some(s) => (
+                    head_bytes::<F, C, E>(&self.store, s),
+                    &self.store.flows()[usize::from(s)].layers,
+                ),
+                // Nothing held: no comparison is asked.
+                None => (&[][..], &inc.layers),
+            };
+            let f = Compared {
+                fields: &inc.facts,
+                head: ByteMatch::<'_, E> {
+                    head,
+                    head_layers,
+                    frame: bytes,
+                    layers: &inc.layers,
+                    encap: PhantomData,
+                },
+            };
+            let memo = || ack_memo::get(self.store.acks(), &inc.key, inc.hash);
+            self.judge(&f, inc.checked, slot, inc.time, memo)
+        };
+        self.act(frame, inc, decision, meta, sink)
+    }
+
+    #[inline(always)]
+    fn count_in(&mut self, payload_len: u32, tunnelled: bool) {
+        self.stats.data_in += u64::from(payload_len > 0);
+        if E::ENABLED && tunnelled {
+            self.stats.tunnel.frames_in += 1;
+        }
+    }
+
+    /// Whether segments of these layers need payload sums: for a full TCP checksum, or for an
+    /// encapsulation's checksum (which covers the payload whatever the TCP checksum mode).
+    #[inline(always)]
+    fn wants_sums(&self, l: &Layers) -> bool {
+        self.config.checksum_out != OutChecksum::Partial
+            || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()))
+    }
+
+    /// Verifies the checksums as the metadata allows (Linux `inet_gro_receive`'s
+    /// `ip_fast_csum`, `gre_gro_receive`'s `skb_gro_checksum_simple_validate`,
+    /// `skb_gro_checksum_validate` for TCP) and returns the verdict, the payload's sum, and
+    /// whether the frame is padded and the padding's sum zero.
+    #[inline(always)]
+    fn verify(
+        &self,
+        p: &Parsed,
+        l: &Layers,
+        bytes: &[u8],
+        meta: &RxMeta,
+    ) -> (Result<(), PassReason>, PayloadSum, bool, bool) {
+        let (l4, payload, ip_end) = (p.l4 as usize, p.payload as usize, p.ip_end as usize);
+        let padded = ip_end < bytes.len();
+        let pad_sum = if padded {
+            csum::sum(&bytes[ip_end..])
+        } else {
+            0
+        };
+        let neutral = csum::is_zero(pad_sum);
+        let pseudo = p.key.pseudo_header();
+        let tcp_len = (ip_end - l4) as u32;
+        // IPv4 header checksums, outer first.
+        let ip_ok = || {
+            let v4_ok = |at: usize| {
+                let ihl = bytes.get(at).map_or(0, |b| usize::from(b & 0x0f) * 4);
+                bytes
+                    .get(at..at + ihl)
+                    .is_some_and(|h| csum::is_zero(csum::sum_header(h)))
+            };
+            (p.ip.v6 || v4_ok(p.l3 as usize))
+                && p.tunnel
+                    .is_none_or(|t| t.outer.v6 || v4_ok(t.outer_l3 as usize))
+        };
+        let encap_at = l
+            .outer
+            .and_then(|o| o.checksum.map(|_| usize::from(o.encap)));
+        let verdict = |r| (Err(r), PayloadSum::None, padded, neutral);
+        match meta.checksum {
+            RxChecksum::Verified => {
+                let sum = if self.wants_sums(l) {
+                    // The checksum field makes pseudo header + TCP header + payload sum to -0,
+                    // so the payload's sum is the negation of the rest: no payload byte read.
+                    let hdr = csum::sum_header(&bytes[l4..payload]);
+                    PayloadSum::Folded(csum::finish(csum::fold(
+                        u64::from(hdr) + pseudo.acc(tcp_len),
+                    )))
+                } else {
+                    PayloadSum::None
+                };
+                (Ok(()), sum, padded, neutral)
+            }
+            RxChecksum::Complete(total) => {
+                if !ip_ok() {
+                    return verdict(PassReason::BadIpChecksum);
+                }
+                // The NIC summed from the end of the link header (in-line VLAN tags and IP
+                // headers included) to the end of the frame, padding included: take away what
+                // precedes the summed range of interest and the padding.
+                let start = meta.link.header_len().min(l4);
+                let unpad = |s: u16| {
+                    if (ip_end - start) % 2 == 1 {
+                        csum::sub(s, pad_sum.swap_bytes())
+                    } else {
+                        csum::sub(s, pad_sum)
+                    }
+                };
+                if let Some(at) = encap_at {
+                    let s = unpad(csum::sub(
+                        total,
+                        csum::sum(bytes.get(start..at).unwrap_or(&[])),
+                    ));
+                    if !csum::is_zero(s) {
+                        return verdict(PassReason::BadEncapChecksum);
+                    }
+                }
+                let l4_sum = unpad(csum::sub(
+                    total,
+                    csum::sum(bytes.get(start..l4).unwrap_or(&[])),
+                ));
+                if !csum::is_zero(csum::add(l4_sum, pseudo.sum(tcp_len))) {
+                    return verdict(PassReason::BadTcpChecksum);
+                }
+                let hdr = csum::sum_header(&bytes[l4..payload]);
+                (
+                    Ok(()),
+                    PayloadSum::Folded(csum::sub(l4_sum, hdr)),
+                    padded,
+                    neutral,
+                )
+            }
+            RxChecksum::None => {
+                if !self.config.verify_checksums {
+                    return verdict(PassReason::Unverified);
+                }
+                if !ip_ok() {
+                    return verdict(PassReason::BadIpChecksum);
+                }
+                let payload_sum = csum::sum(&bytes[payload..ip_end]);
+                if let Some(at) = encap_at {
+                    let s = csum::add_at_offset(
+                        csum::sum(&bytes[at..payload]),
+                        payload_sum,
+                        payload - at,
+                    );
+                    if !csum::is_zero(s) {
+                        return verdict(PassReason::BadEncapChecksum);
+                    }
+                }
+                let hdr = csum::sum_header(&bytes[l4..payload]);
+                if !csum::is_zero(csum::add(csum::add(pseudo.sum(tcp_len), hdr), payload_sum)) {
+                    return verdict(PassReason::BadTcpChecksum);
+                }
+                (Ok(()), PayloadSum::Folded(payload_sum), padded, neutral)
+            }
+        }
+    }
+
+    // ---- The shared path ----
+
+    /// Applies the rule table to a frame: checksums, the frame on its own, then its flow's
+    /// held segment in `slot` (`memo`: the flow's ACK memory record, asked only for a pure ACK).
+    #[inline(always)]
+    fn judge(
+        &self,
+        f: &impl Facts,
+        checked: Result<(), PassReason>,
+        slot: Option<u16>,
+        time: u64,
+        memo: impl FnOnce() -> Option<(u32, u16)>,
+    ) -> Decision {
+        let policy = self.config.policy;
+        if let Err(reason) = checked.and_then(|()| rules::alone(policy, f)) {
+            return Decision::Alone(reason);
+        }
+        let Some(slot) = slot else {
+            return Decision::Start;
+        };
+        let e = &self.store.flows()[usize::from(slot)];
+        let decision = if rules::expired(&self.config, e, time) {
+            Err(FlushReason::MaxHold)
+        } else {
+            rules::merge(&self.config, e, f, memo, C::FRAMES)
+        };
+        match decision {
+            Ok(merge) => Decision::Join(slot, merge),
+            Err(reason) => Decision::FlushThenStart(slot, reason),
+        }
+    }
+
+    /// Carries a decision out.
+    #[inline(always)]
+    fn act<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        inc: Incoming<E::Tunnel>,
+        decision: Decision,
+        meta: &RxMeta,
+        sink: &mut K,
+    ) -> Verdict {
+        match decision {
+            Decision::Join(slot, Merge::Append) => {
+                let a = Appended::of(&inc.facts);
+                self.append(
+                    slot,
+                    frame,
+                    &a,
+                    inc.sum,
+                    inc.payload,
+                    inc.ip_end,
+                    inc.time,
+                    sink,
+                )
+            }
+            Decision::Join(slot, Merge::Absorb) => self.absorb(slot, frame, &inc, sink),
+            Decision::Join(slot, Merge::Duplicate) => {
+                // The held segment goes first, then the duplicate on its own.
+                self.flush_slot(slot, FlushReason::Unmergeable, sink);
+                self.deliver_alone(frame, PassReason::DupAck, Some(self.alone_of(&inc)), sink)
+            }
+            Decision::Alone(reason) => {
+                if let Some(slot) = inc.slot {
+                    self.flush_slot(slot, FlushReason::Unmergeable, sink);
+                }
+                self.count_tunnel_pass(&inc, reason);
+                self.deliver_alone(frame, reason, Some(self.alone_of(&inc)), sink)
+            }
+            Decision::FlushThenStart(slot, reason) => {
+                self.flush_slot(slot, reason, sink);
+                self.start(frame, &inc, meta, sink)
+            }
+            Decision::Start => self.start(frame, &inc, meta, sink),
+        }
+    }
+
+    #[inline(always)]
+    fn count_tunnel_pass(&mut self, inc: &Incoming<E::Tunnel>, reason: PassReason) {
+        if E::ENABLED && inc.facts.outer.is_some() {
+            self.stats.tunnel.passed[reason.index()] += 1;
+        }
+    }
+
+    fn alone_of(&self, inc: &Incoming<E::Tunnel>) -> Alone<E::Tunnel> {
+        Alone {
+            key: inc.key,
+            hash: inc.hash,
+            l3: u32::from(inc.layers.l3),
+            l4: u32::from(inc.layers.l4),
+            payload_len: inc.facts.payload_len,
+            flags: inc.facts.flags,
+            ack: inc.facts.ack,
+            window: inc.facts.window,
+        }
+    }
+
+    /// Starts a segment with the frame as its head (Linux: the packet is held).
+    fn start<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        inc: &Incoming<E::Tunnel>,
+        meta: &RxMeta,
+        sink: &mut K,
+    ) -> Verdict {
+        let f = &inc.facts;
+        let mut reason = rules::may_start(f).err();
+        if reason.is_none() && f.payload_len == 0 {
+            // `Lro` only: `alone` passed no pure ACK under `Gro`.
+            let parts = self.store.parts();
+            reason = parts
+                .acks
+                .classify_lone_ack(&inc.key, inc.hash, f.ack, f.window)
+                .err();
+        }
+        if let Some(reason) = reason {
+            self.count_tunnel_pass(inc, reason);
+            return self.deliver_alone(frame, reason, Some(self.alone_of(inc)), sink);
+        }
+        // Counted only once the frame is held without its padding (a frame delivered alone
+        // goes out as received).
+        if f.padded {
+            self.stats.trimmed += 1;
+        }
+        if self.store.parts().index.is_full() {
+            let oldest = self.store.parts().index.oldest();
+            if let Some(oldest) = oldest {
+                self.stats.evictions += 1;
+                self.flush_slot(oldest, FlushReason::Evicted, sink);
+            }
+        }
+        let Some(slot) = self.store.parts().index.insert(inc.hash, &inc.key) else {
+            // Unreachable with at least one entry, but never lose a frame.
+            return self.deliver_alone(
+                frame,
+                PassReason::Malformed,
+                Some(self.alone_of(inc)),
+                sink,
+            );
+        };
+        let prediction = self.config.header_prediction;
+        let Parts { flows, frames, .. } = self.store.parts();
+        let s = usize::from(slot);
+        // The template the frame matched (its bytes equal it under the mask) serves the new
+        // segment as it is.
+        if let Some(t) = inc.template.filter(|&t| t != slot) {
+            flows[s].tpl = flows[usize::from(t)].tpl;
+        }
+        let e = &mut flows[s];
+        let l = &inc.layers;
+        let first_l3 = l.first_l3() as u32;
+        e.count = 1;
+        e.layers = *l;
+        e.next_seq = f.seq.wrapping_add(f.payload_len);
+        e.ack = f.ack;
+        e.window = f.window;
+        e.ts = f.options.timestamps();
+        e.flags_word = f.flags_word;
+        e.or_flags = 0;
+        e.ip = held_ip(&f.ip);
+        e.outer = f.outer.as_ref().map_or(IpHeld::default(), held_ip);
+        e.mss = f.payload_len;
+        e.max_payload = f.payload_len;
+        e.data_frames = u16::from(f.payload_len > 0);
+        e.ip_len = inc.ip_end - first_l3;
+        e.payload_len = f.payload_len;
+        e.absorbed = 0;
+        e.first_time = inc.time;
+        e.last_time = inc.time;
+        e.hash = inc.hash;
+        e.pseudo = inc.key.flow.pseudo_header();
+        if inc.template.is_none() {
+            if prediction {
+                e.tpl
+                    .fill(frame.as_ref(), &e.layers, &e.pseudo, f.options, meta);
+            } else {
+                e.tpl.clear();
+            }
+        }
+        e.sums = match inc.sum {
+            PayloadSum::None => Sums {
+                complete: false,
+                ..Sums::default()
+            },
+            PayloadSum::Folded(sum) => Sums {
+                folded: sum,
+                complete: true,
+                ..Sums::default()
+            },
+            // The head's payload starts the segment's, at offset 0.
+            PayloadSum::Negated(words) => Sums {
+                negated_acc: words,
+                negated_frames: 1,
+                complete: true,
+                ..Sums::default()
+            },
+        };
+        frames[s * C::FRAMES] = Some(Held {
+            frame,
+            start: 0,
+            end: inc.ip_end,
+        });
+        self.held += 1;
+        // Prediction takes data flows: a segment headed by a pure ACK (the reverse direction of
+        // a bulk flow, typically) leaves the hot entry to the flow whose data comes next.
+        if f.payload_len > 0 {
+            self.hot = slot;
+        }
+        if let Some(max) = self.config.max_hold {
+            self.hold_deadline = self.hold_deadline.min(inc.time.saturating_add(max));
+        }
+        Verdict::Held
+    }
+
+    /// Appends a frame the rules accepted to the segment in `slot`: its facts, payload sum,
+    /// payload offset and datagram end.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // the frame's parts, kept in registers on the hot path
+    fn append<K: Sink<F> + ?Sized>(
+        &mut self,
+        slot: u16,
+        frame: F,
+        f: &Appended,
+        sum: PayloadSum,
+        payload: u32,
+        ip_end: u32,
+        time: u64,
+        sink: &mut K,
+    ) -> Verdict {
+        let Parts {
+            mut index,
+            flows,
+            frames,
+            ..
+        } = self.store.parts();
+        let s = usize::from(slot);
+        let e = &mut flows[s];
+        let completes = rules::completes(e, f.flags, f.payload_len);
+        // Linux `inet_gro_flush`: the second frame repeating the head's ID fixes the IDs.
+        if e.data_frames == 1 {
+            e.ip.fixed_id |= !e.layers.v6 && f.ip_id == e.ip.id;
+            if let Some(o) = e.layers.outer.filter(|_| E::ENABLED) {
+                e.outer.fixed_id |= !o.v6 && f.outer_id == e.outer.id;
+            }
+        }
+        let at = e.payload_len as usize;
+        match sum {
+            PayloadSum::Folded(sum) => e.sums.folded = csum::add_at_offset(e.sums.folded, sum, at),
+            PayloadSum::Negated(words) => {
+                if at.is_multiple_of(2) {
+                    // Even offset: the pieces' sums add as they are, and so do their negations.
+                    e.sums.negated_acc += words;
+                    e.sums.negated_frames += 1;
+                } else {
+                    let sum = predict::negated_sum(words + e.tpl.sum_base);
+                    e.sums.folded = csum::add_at_offset(e.sums.folded, sum, at);
+                }
+            }
+            PayloadSum::None => e.sums.complete = false,
+        }
+        e.payload_len += f.payload_len;
+        e.ip_len += f.payload_len;
+        e.next_seq = e.next_seq.wrapping_add(f.payload_len);
+        e.ack = f.ack;
+        e.window = f.window;
+        if f.ts.is_some() {
+            e.ts = f.ts;
+        }
+        if e.mss == 0 {
+            e.mss = f.payload_len;
+        }
+        e.max_payload = e.max_payload.max(f.payload_len);
+        e.data_frames += 1;
+        e.last_time = time;
+        let count = usize::from(e.count);
+        e.count += 1;
+        // `rules::room` saw a free slot.
+        frames[s * C::FRAMES + count] = Some(Held {
+            frame,
+            start: payload,
+            end: ip_end,
+        });
+        self.held += 1;
+        if f.trimmed {
+            self.stats.trimmed += 1;
+        }
+        index.touch(slot);
+        self.hot = slot;
+        match completes {
+            Some(reason) => {
+                e.or_flags |= f.flags & (flags::PSH | flags::FIN);
+                self.flush_slot(slot, reason, sink);
+                Verdict::MergedAndFlushed(reason)
+            }
+            None => Verdict::Merged,
+        }
+    }
+
+    /// Absorbs a superseded pure ACK into the segment in `slot` (`Lro`): its values win, the
+    /// frame is released.
+    fn absorb<K: Sink<F> + ?Sized>(
+        &mut self,
+        slot: u16,
+        frame: F,
+        inc: &Incoming<E::Tunnel>,
+        sink: &mut K,
+    ) -> Verdict {
+        let f = &inc.facts;
+        let Parts {
+            mut index, flows, ..
+        } = self.store.parts();
+        let e = &mut flows[usize::from(slot)];
+        e.ack = f.ack;
+        e.window = f.window;
+        if let Some(ts) = f.options.timestamps() {
+            e.ts = Some(ts);
+        }
+        e.absorbed += 1;
+        e.last_time = inc.time;
+        index.touch(slot);
+        self.stats.acks_merged += 1;
+        self.stats.released += 1;
+        if E::ENABLED && f.outer.is_some() {
+            self.stats.tunnel.acks_merged += 1;
+        }
+        if f.padded {
+            self.stats.trimmed += 1;
+        }
+        sink.release(frame);
+        Verdict::Absorbed
+    }
+
+    /// Delivers a frame on its own.
+    fn deliver_alone<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        reason: PassReason,
+        parsed: Option<Alone<E::Tunnel>>,
+        sink: &mut K,
+    ) -> Verdict {
+        if let Some(a) = &parsed {
+            // Values are trusted only once the checksum was verified (verification comes
+            // before any other verdict). A SYN or RST starts or ends a connection: the flow's
+            // ACK history no longer applies. Only a segment with ACK set carries an ACK number.
+            let verified = !matches!(
+                reason,
+                PassReason::BadIpChecksum
+                    | PassReason::BadTcpChecksum
+                    | PassReason::BadEncapChecksum
+                    | PassReason::Unverified
+            );
+            if verified && self.config.policy == Policy::Lro {
+                let mut acks = self.store.parts().acks;
+                if a.flags & (flags::SYN | flags::RST) != 0 {
+                    acks.forget(&a.key, a.hash);
+                } else if a.flags & flags::ACK != 0 {
+                    acks.remember(&a.key, a.hash, a.ack, a.window);
+                }
+            }
+        }
+        let len = frame.as_ref().len();
+        let data = parsed.as_ref().is_some_and(|a| a.payload_len > 0);
+        let mut one = [Some(Held {
+            frame,
+            start: 0,
+            end: len as u32,
+        })];
+        self.stats.passed[reason.index()] += 1;
+        self.stats.data_out += u64::from(data);
+        self.stats.frames_out += 1;
+        self.stats.segments += 1;
+        let info = SegmentInfo {
+            frames: 1,
+            gso_segs: u16::from(data),
+            gso_size: 0,
+            len,
+            l3: parsed.as_ref().map_or(0, |a| a.l3),
+            l4: parsed.as_ref().map_or(0, |a| a.l4),
+            payload_len: parsed.as_ref().map_or(0, |a| a.payload_len),
+            checksum: OutChecksum::AsReceived,
+            fixed_id: false,
+            fixed_outer_id: false,
+            flow: parsed.as_ref().map(|a| a.key.flow),
+            tunnel: parsed.as_ref().and_then(|a| a.key.tunnel.key().copied()),
+            cause: Cause::Passed(reason),
+        };
+        sink.segment(Segment::new(&mut one, info));
+        Verdict::Passed(reason)
+    }
+
+    /// Flushes held segments a frame with this hint must not overtake.
+    fn flush_for_hint<K: Sink<F> + ?Sized>(&mut self, hint: &FlowHint, sink: &mut K) {
+        let matches = |k: &Key<E::Tunnel>| match hint {
+            FlowHint::None => false,
+            // Ports unknown: every held flow of the address pair goes first.
+            FlowHint::Addresses(a) => k.flow.same_addresses(a),
+            // Inner flow unknown: every held flow of the tunnel's outer address pair.
+            FlowHint::Tunnel(o) => k
+                .tunnel
+                .key()
+                .is_some_and(|t| t.outer_src == o.src && t.outer_dst == o.dst),
+        };
+        if matches!(hint, FlowHint::None) {
+            return;
+        }
+        // O(flows held), only for fragments and truncated headers.
+        let mut cur = self.store.parts().index.oldest();
+        while let Some(slot) = cur {
+            let parts = self.store.parts();
+            cur = parts.index.newer(slot);
+            if matches(parts.index.key(slot)) {
+                self.flush_slot(slot, FlushReason::Unknown, sink);
+            }
+        }
+    }
+
+    /// Completes the held segment in `slot`: finalises the head's headers and delivers it.
+    fn flush_slot<K: Sink<F> + ?Sized>(&mut self, slot: u16, reason: FlushReason, sink: &mut K) {
+        let config = self.config;
+        let Parts {
+            mut index,
+            flows,
+            frames,
+            mut acks,
+        } = self.store.parts();
+        let key = *index.key(slot);
+        index.remove(slot);
+        let s = usize::from(slot);
+        let e = &mut flows[s];
+        let count = usize::from(e.count);
+        if count == 0 {
+            return;
+        }
+        if config.policy == Policy::Lro {
+            acks.remember(&key, e.hash, e.ack, e.window);
+        }
+        let row = &mut frames[s * C::FRAMES..s * C::FRAMES + count];
+        self.held -= count;
+        let rewrite = count > 1 || e.absorbed > 0;
+        let checksum = if rewrite {
+            finalise::<F, E>(e, row, &config);
+            config.checksum_out
+        } else {
+            OutChecksum::AsReceived
+        };
+        // The head from offset 0 to its datagram's end, then each appended frame's payload: the
+        // link header plus the merged datagram (held frames' `start..end`, summed).
+        let len = e.layers.first_l3() + e.ip_len as usize;
+        self.stats.flushes[reason.index()] += 1;
+        self.stats.data_out += u64::from(e.payload_len > 0);
+        self.stats.frames_out += count as u64;
+        self.stats.segments += 1;
+        if count > 1 {
+            self.stats.coalesced += 1;
+            self.stats.frames_merged += count as u64 - 1;
+            if E::ENABLED && e.layers.outer.is_some() {
+                self.stats.tunnel.frames_merged += count as u64 - 1;
+            }
+        }
+        let info = SegmentInfo {
+            frames: count as u16,
+            gso_segs: e.data_frames,
+            gso_size: if e.data_frames > 1 {
+                e.max_payload as u16
+            } else {
+                0
+            },
+            len,
+            l3: u32::from(e.layers.l3),
+            l4: u32::from(e.layers.l4),
+            payload_len: e.payload_len,
+            checksum,
+            fixed_id: e.ip.fixed_id,
+            fixed_outer_id: e.outer.fixed_id,
+            flow: Some(key.flow),
+            tunnel: key.tunnel.key().copied(),
+            cause: Cause::Flushed(reason),
+        };
+        e.count = 0;
+        sink.segment(Segment::new(row, info));
+        // Frames the sink did not take out are dropped here (their `Drop` recycles them).
+        for h in row.iter_mut() {
+            *h = None;
+        }
+    }
+}
+
+/// The bytes of the head frame of the segment in `slot` (empty when nothing is held).
+#[inline(always)]
+fn head_bytes<'a, F: AsRef<[u8]> + 'a, C: Capacity, E: Encap>(
+    store: &'a C::Storage<F, E::Tunnel>,
+    slot: u16,
+) -> &'a [u8] {
+    match store.frames().get(usize::from(slot) * C::FRAMES) {
+        Some(Some(h)) => h.frame.as_ref(),
+        _ => &[],
+    }
+}
+
+#[inline(always)]
+fn held_ip(f: &IpFacts) -> IpHeld {
+    IpHeld {
+        ttl: f.ttl,
+        tos: f.tos,
+        df: f.df,
+        id: f.id,
+        fixed_id: false,
+    }
+}
+
+/// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,
+/// `ipv6_gro_complete`, `tcp_gro_complete`, `gre_gro_complete`; FreeBSD
+/// `tcp_lro_update_checksum` for the newest ACK, window and timestamps under `Lro`).
+fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, E: Encap>(
+    e: &mut FlowState,
+    row: &mut [Option<Held<F>>],
+    config: &Config,
+) {
+    let l = e.layers;
+    let payload = l.header_len();
+    let full = config.checksum_out != OutChecksum::Partial;
+    let need_sum = full || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()));
+    if need_sum && !e.sums.complete {
+        // Some frames arrived under `Partial` output, which keeps no sums: read the payload.
+        let mut sum = 0u16;
+        let mut at = 0usize;
+        for (i, h) in row.iter().flatten().enumerate() {
+            let start = if i == 0 { payload } else { h.start as usize };
+            let piece = h.frame.as_ref().get(start..h.end as usize).unwrap_or(&[]);
+            sum = csum::add_at_offset(sum, csum::sum(piece), at);
+            at += piece.len();
+        }
+        e.sums = Sums {
+            folded: sum,
+            complete: true,
+            ..Sums::default()
+        };
+    }
+    let payload_sum = need_sum.then(|| match e.sums.negated_frames {
+        0 => e.sums.folded,
+        // Folding the negated pieces' sum here, not per frame, can turn a -0 (0xffff) payload
+        // sum into +0 (0): the same number, and adding it to the nonzero pseudo-header sum
+        // gives the same result either way.
+        n => {
+            let acc = e.sums.negated_acc + u64::from(n) * e.tpl.sum_base;
+            csum::add(e.sums.folded, predict::negated_sum(acc))
+        }
+    });
+    let Some(Some(head)) = row.first_mut() else {
+        return;
+    };
+    let b = head.frame.as_mut();
+    let l4 = usize::from(l.l4);
+    if b.len() < payload {
+        return;
+    }
+    b[l4 + tcp::field::FLAGS] |= e.or_flags;
+    if config.policy == Policy::Lro {
+        write_be32(b, l4 + tcp::field::ACK_NUM.start, e.ack);
+        write_be16(b, l4 + tcp::field::WINDOW.start, e.window);
+        if let Some((val, ecr)) = e.ts {
+            write_be32(b, l4 + tcp::field::TS_VAL.start, val);
+            write_be32(b, l4 + tcp::field::TS_ECR.start, ecr);
+        }
+    }
+    let tcp = if full { TcpSum::Full } else { TcpSum::Partial };
+    let end = l.first_l3() + e.ip_len as usize;
+    fixup::fix_headers::<E>(b, &l, end, payload_sum, tcp, &e.pseudo);
+}
+
+impl<F, C: Capacity, E: Encap> Coalescer<F> for Engine<F, C, E>
+where
+    F: AsRef<[u8]> + AsMut<[u8]>,
+{
+    #[inline]
+    fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
+        Engine::push(self, frame, meta, sink)
+    }
+
+    fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
+        Engine::flush_all(self, sink);
+    }
+
+    fn flush_idle<K: Sink<F> + ?Sized>(&mut self, now: u64, sink: &mut K) {
+        Engine::flush_idle(self, now, sink);
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn held_frames(&self) -> usize {
+        self.held
+    }
+}
+
+impl<F, C: Capacity, E: Encap> Default for Engine<F, C, E>
+where
+    F: AsRef<[u8]> + AsMut<[u8]>,
+{
+    /// An engine with [`Config::default`] (`Lro`).
+    fn default() -> Self {
+        Self::new(Config::default())
+    }
+}
+
+impl<F, C: Capacity, E: Encap> core::fmt::Debug for Engine<F, C, E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.config)
+            .field("flows", &C::FLOWS)
+            .field("frames_per_segment", &C::FRAMES)
+            .field("encap", &E::NAME)
+            .field("held_frames", &self.held)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}

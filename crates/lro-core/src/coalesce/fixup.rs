@@ -1,0 +1,195 @@
+//! Header fix-up: after a segment's headers changed length (a coalesced segment at delivery,
+//! one frame cut from it by software segmentation), rewrite every length and checksum in the
+//! stack, innermost first, without reading payload: the payload's ones'-complement sum is
+//! known.
+//!
+//! Linux `inet_gro_complete` / `ipv6_gro_complete` (IP lengths and IPv4 header checksums, for
+//! the inner and the outer header), `tcp_gro_complete` (TCP checksum: full here, or the
+//! pseudo-header sum for `CHECKSUM_PARTIAL`), `gre_gro_complete` (the encapsulation, through
+//! [`Encap::fix`]). [`crate::gso`] uses the same function for every frame it emits.
+
+use crate::csum::{self, PseudoHeader};
+use crate::encap::{Encap, EncapFix};
+use crate::parse::Parsed;
+use crate::wire::{ipv4, ipv6, tcp, write_be16};
+
+/// Where the headers of a frame are: what the fix-up needs, taken once from a parsed frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub(crate) struct Layers {
+    /// The tunnel's outer headers, if any.
+    pub(crate) outer: Option<OuterLayers>,
+    /// Offset of the (inner) IP header.
+    pub(crate) l3: u16,
+    /// Offset of the TCP header.
+    pub(crate) l4: u16,
+    /// Offset of the TCP payload (every header's length together).
+    pub(crate) payload: u16,
+    /// Inner IP version 6?
+    pub(crate) v6: bool,
+}
+
+/// The outer headers of a tunnelled frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub(crate) struct OuterLayers {
+    /// Offset of the outer IP header.
+    pub(crate) l3: u16,
+    /// Outer IP version 6?
+    pub(crate) v6: bool,
+    /// Offset of the encapsulation header.
+    pub(crate) encap: u16,
+    /// Offset just past it.
+    pub(crate) inner: u16,
+    /// Offset in the encapsulation header of its checksum over itself and what follows.
+    pub(crate) checksum: Option<u16>,
+}
+
+impl Layers {
+    /// The layers of a parsed frame; `None` when an offset does not fit 16 bits (a frame
+    /// longer than any IP datagram, never from the parser of a real frame).
+    pub(crate) fn of(p: &Parsed) -> Option<Self> {
+        let u = |x: u32| u16::try_from(x).ok();
+        let outer = match &p.tunnel {
+            Some(t) => Some(OuterLayers {
+                l3: u(t.outer_l3)?,
+                v6: t.outer.v6,
+                encap: u(t.encap)?,
+                inner: u(t.inner)?,
+                checksum: t.checksum,
+            }),
+            None => None,
+        };
+        Some(Self {
+            outer,
+            l3: u(p.l3)?,
+            l4: u(p.l4)?,
+            payload: u(p.payload)?,
+            v6: p.ip.v6,
+        })
+    }
+
+    /// Offset of the first IP header (the outer one of a tunnelled frame).
+    #[inline(always)]
+    pub(crate) fn first_l3(&self) -> usize {
+        match &self.outer {
+            Some(o) => usize::from(o.l3),
+            None => usize::from(self.l3),
+        }
+    }
+
+    /// Offset of the TCP payload.
+    #[inline(always)]
+    pub(crate) fn header_len(&self) -> usize {
+        usize::from(self.payload)
+    }
+
+    /// Whether every length field would hold a datagram ending at `end`.
+    #[inline]
+    pub(crate) fn fits(&self, end: usize) -> bool {
+        let ip_ok = |l3: u16, v6: bool| {
+            let len = end.saturating_sub(usize::from(l3));
+            let len = if v6 {
+                len.saturating_sub(ipv6::HEADER_LEN)
+            } else {
+                len
+            };
+            len <= usize::from(u16::MAX)
+        };
+        ip_ok(self.l3, self.v6) && self.outer.is_none_or(|o| ip_ok(o.l3, o.v6))
+    }
+}
+
+/// How the TCP checksum is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TcpSum {
+    /// Complete (needs the payload's sum; without it, as `Partial`).
+    Full,
+    /// The pseudo-header sum only (`CHECKSUM_PARTIAL`, Linux `tcp_gro_complete`).
+    Partial,
+}
+
+/// Rewrites the lengths and checksums of the frame `b`, whose headers are laid out as `l` says
+/// and whose (inner and outer) datagrams end at `end`, innermost first:
+/// 1. the inner IP length (IPv4 total length and header checksum, or IPv6 payload length);
+/// 2. the TCP checksum (`tcp`), over the pseudo header of `pseudo` and `payload_sum`, the sum
+///    of the TCP payload (from the payload offset to `end`) when known;
+/// 3. for a tunnel, the encapsulation header through [`Encap::fix`] (given the sum of every
+///    byte after it, headers as rewritten plus payload), then the outer IP length and header
+///    checksum.
+///
+/// Fields not listed (IP IDs, TTL, TCP flags, sequence numbers...) are the caller's. Offsets
+/// out of bounds are skipped, never a panic.
+pub(crate) fn fix_headers<E: Encap>(
+    b: &mut [u8],
+    l: &Layers,
+    end: usize,
+    payload_sum: Option<u16>,
+    tcp: TcpSum,
+    pseudo: &PseudoHeader,
+) {
+    let (l3, l4, payload) = (usize::from(l.l3), usize::from(l.l4), l.header_len());
+    if b.len() < payload || end < payload {
+        return;
+    }
+    ip_length(b, l3, l.v6, end);
+    let tcp_len = (end - l4) as u32;
+    write_be16(b, l4 + tcp::field::CHECKSUM.start, 0);
+    let check = match (tcp, payload_sum) {
+        (TcpSum::Full, Some(payload_sum)) => {
+            let hdr = csum::sum_header(&b[l4..payload]);
+            // The TCP header has an even length (data offset * 4): the payload sum needs no
+            // byte swap (RFC 1071 section 2 (A) and (B)).
+            csum::finish(csum::add(
+                csum::add(csum::fold(pseudo.acc(tcp_len)), hdr),
+                payload_sum,
+            ))
+        }
+        _ => pseudo.sum(tcp_len),
+    };
+    write_be16(b, l4 + tcp::field::CHECKSUM.start, check);
+    if let Some(o) = &l.outer {
+        let (encap, inner) = (usize::from(o.encap), usize::from(o.inner));
+        if inner > payload {
+            return;
+        }
+        // What follows the encapsulation header: its headers as rewritten, then the payload.
+        let after = payload_sum
+            .map(|s| csum::add_at_offset(csum::sum(&b[inner..payload]), s, payload - inner));
+        if let Some(h) = b.get_mut(encap..inner) {
+            E::fix(
+                h,
+                &EncapFix {
+                    payload_len: end - inner,
+                    payload_sum: after,
+                },
+            );
+        }
+        ip_length(b, usize::from(o.l3), o.v6, end);
+    }
+}
+
+/// Writes the length of the IP datagram at `l3` ending at `end`, and for IPv4 its header
+/// checksum.
+#[inline(always)]
+fn ip_length(b: &mut [u8], l3: usize, v6: bool, end: usize) {
+    if v6 {
+        let len = end.saturating_sub(l3 + ipv6::HEADER_LEN);
+        write_be16(b, l3 + ipv6::field::LENGTH.start, len.min(0xffff) as u16);
+    } else {
+        let len = end.saturating_sub(l3);
+        write_be16(b, l3 + ipv4::field::LENGTH.start, len.min(0xffff) as u16);
+        ipv4_checksum(b, l3);
+    }
+}
+
+/// Recomputes the header checksum of the IPv4 header at `l3` (options included).
+#[inline(always)]
+pub(crate) fn ipv4_checksum(b: &mut [u8], l3: usize) {
+    let ihl = b
+        .get(l3)
+        .map_or(ipv4::HEADER_LEN, |v| usize::from(v & 0x0f) * 4);
+    write_be16(b, l3 + ipv4::field::CHECKSUM.start, 0);
+    if let Some(h) = b.get(l3..l3 + ihl) {
+        let c = csum::finish(csum::sum_header(h));
+        write_be16(b, l3 + ipv4::field::CHECKSUM.start, c);
+    }
+}

@@ -1,0 +1,603 @@
+//! Header prediction: Van Jacobson's TCP fast path, applied to coalescing.
+//!
+//! When a segment starts, the engine keeps its head's headers (up to 128 bytes) as a template
+//! with a mask of the bytes that may differ from frame to frame of the flow: IP lengths, IDs and
+//! header checksums (inner and outer), TCP sequence and ACK numbers, window, checksum, urgent
+//! pointer, FIN and PSH, the timestamp values, an encapsulation's checksum. A frame equal to the
+//! template in every other byte (link header and tags, addresses, ports, TOS, TTL, DF, IHL,
+//! extension headers, data offset, flags, option layout, encapsulation header) belongs to the
+//! flow and has the head's shape, so its facts can be read at the template's offsets without
+//! the parser and the flow lookup.
+//!
+//! Prediction does not decide anything itself: it builds the frame's [`Facts`] and hands them
+//! to the same [rules](super::rules) the general path calls. What the template's equality
+//! establishes (the flow, the layout, TTL/TOS/DF, extension headers) is given to the rules as
+//! what it is (the head's values, [`Matched`]), and everything the mask leaves free is read
+//! from the frame.
+//!
+//! It covers every link kind and tag (in-line or stripped), IPv4 without options and IPv6 with
+//! or without extension headers, tunnels, TCP without options or with the aligned timestamps,
+//! data and pure ACKs, and checksums verified by the NIC, given as a CHECKSUM_COMPLETE sum
+//! (checked from the sum and the header bytes, no payload read) or checked in software. A frame
+//! it cannot decide (a mismatch, padding, a bad checksum) goes through the general path.
+
+use super::fixup::Layers;
+use super::rules::Facts;
+use super::storage::FlowState;
+use crate::csum::{self, PseudoHeader};
+use crate::encap::Encap;
+use crate::meta::{RxChecksum, RxMeta};
+use crate::parse::IpFacts;
+
+use crate::wire::tcp::{self, TcpOptions};
+use crate::wire::{ipv4, ipv6};
+
+/// Most header bytes a template holds (an Ethernet/IPv6/TCP header with timestamps is 86
+/// bytes; GRE with an IPv4 outer and inner header and timestamps 94).
+pub(crate) const LEN: usize = 128;
+
+/// A head's headers and what of them a frame must repeat.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Template {
+    /// The head's first `len` bytes.
+    bytes: [u8; LEN],
+    /// `0xff` where a frame must equal `bytes`, `0` (or the FIN/PSH bits cleared) where it may
+    /// differ.
+    mask: [u8; LEN],
+    /// The head's header length; 0 when the flow is not predicted.
+    pub(crate) len: u8,
+    /// Bytes compared: up to the last byte the mask keeps (the timestamp values at the end
+    /// of the header are free, so they are not read).
+    cmp: u8,
+    /// The head carries the aligned timestamp option.
+    ts: bool,
+    /// Link kind and stripped tag of the head's metadata (part of the flow key), as
+    /// [`meta_sig`] packs them.
+    sig: u32,
+    /// The constant part of a predicted frame's pseudo-header and TCP-header sum (addresses,
+    /// protocol, minus the IP header length, ports, option kinds) in native byte order, as
+    /// [`Template::varying_words`] sums; see [`PayloadSum::Negated`].
+    pub(crate) sum_base: u64,
+}
+
+impl core::fmt::Debug for Template {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Template")
+            .field("len", &self.len)
+            .field("bytes", &&self.bytes[..usize::from(self.len)])
+            .finish_non_exhaustive()
+    }
+}
+
+/// A frame's payload sum, in the form its source has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PayloadSum {
+    /// Not computed: a hardware-verified frame under `Partial` output, which never needs it.
+    None,
+    /// The folded sum (the general path; prediction with software verification).
+    Folded(u16),
+    /// Header prediction's, for a frame whose TCP checksum is known good: pseudo header, TCP
+    /// header (checksum field included) and payload sum to -0, so the payload's sum is the
+    /// negation of the headers'. Their varying words (given, see `Template::varying_words`) are
+    /// added to the segment's accumulator as they are, the constant ones
+    /// ([`Template::sum_base`]) once per frame at delivery, and the result folded once.
+    Negated(u64),
+}
+
+impl Template {
+    /// No template: the flow is not predicted.
+    pub(crate) const EMPTY: Self = Self {
+        bytes: [0; LEN],
+        mask: [0; LEN],
+        len: 0,
+        cmp: 0,
+        ts: false,
+        sig: 0,
+        sum_base: 0,
+    };
+
+    /// Makes the template empty: the flow is not predicted.
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.cmp = 0;
+    }
+
+    /// Makes this the template of a head (`bytes`, laid out as `l` says, of the flow whose
+    /// pseudo header is `pseudo`, with `options`, arriving with `meta`); empty when header
+    /// prediction does not cover the layout. Written in place: a template is 320 bytes.
+    pub(crate) fn fill(
+        &mut self,
+        bytes: &[u8],
+        l: &Layers,
+        pseudo: &PseudoHeader,
+        options: TcpOptions,
+        meta: &RxMeta,
+    ) {
+        self.clear();
+        let (l3, l4, hdr) = (usize::from(l.l3), usize::from(l.l4), l.header_len());
+        let ts = match options {
+            TcpOptions::None if hdr - l4 == tcp::HEADER_LEN => false,
+            TcpOptions::Timestamp { .. } if hdr - l4 == tcp::HEADER_LEN_TS => true,
+            _ => return,
+        };
+        let Some(head) = bytes.get(..hdr) else {
+            return;
+        };
+        // IPv4 options (never merged) anywhere in the stack: not predicted.
+        let plain_v4 = |at: usize, v6: bool| v6 || head.get(at) == Some(&ipv4::VER_IHL_PLAIN);
+        if hdr > LEN
+            || !plain_v4(l3, l.v6)
+            || l.outer.is_some_and(|o| !plain_v4(usize::from(o.l3), o.v6))
+        {
+            return;
+        }
+        self.bytes[..hdr].copy_from_slice(head);
+        let mask = &mut self.mask[..hdr];
+        mask.fill(0xff);
+        let mut free = |at: usize, n: usize| {
+            if let Some(r) = mask.get_mut(at..at + n) {
+                r.fill(0);
+            }
+        };
+        let mut ip_free = |at: usize, v6: bool| {
+            if v6 {
+                free(at + ipv6::field::LENGTH.start, 2);
+            } else {
+                // Total length and identification; the header checksum.
+                free(at + ipv4::field::LENGTH.start, 4);
+                free(at + ipv4::field::CHECKSUM.start, 2);
+            }
+        };
+        ip_free(l3, l.v6);
+        if let Some(o) = &l.outer {
+            ip_free(usize::from(o.l3), o.v6);
+            if let Some(c) = o.checksum {
+                free(usize::from(o.encap) + usize::from(c), 2);
+            }
+        }
+        // Sequence and acknowledgment numbers; window, checksum, urgent pointer; timestamps.
+        free(l4 + tcp::field::SEQ_NUM.start, 8);
+        free(l4 + tcp::field::WINDOW.start, 6);
+        if ts {
+            free(l4 + tcp::field::TS_VAL.start, 8);
+        }
+        mask[l4 + tcp::field::FLAGS] = !(tcp::flags::FIN | tcp::flags::PSH);
+        // Compared up to the last kept byte: the flags, or the timestamp option's kinds.
+        let last = if ts {
+            tcp::field::TS_KINDS.end
+        } else {
+            tcp::field::FLAGS + 1
+        };
+        self.cmp = (l4 + last) as u8;
+        self.len = hdr as u8;
+        self.ts = ts;
+        self.sig = meta_sig(meta);
+        // The constant words of the pseudo header and the TCP header, in native byte order:
+        // the address sum and protocol, minus the bytes of the IP header that the length word
+        // counts but the TCP length does not (its ones' complement), the ports, the option
+        // kinds.
+        let ip_hdr = if l.v6 {
+            l4 - l3 - ipv6::HEADER_LEN
+        } else {
+            l4 - l3
+        };
+        self.sum_base = u64::from(pseudo.base().to_be())
+            + u64::from((!(ip_hdr as u16)).to_be())
+            + ne32(head, l4);
+        if ts {
+            self.sum_base += ne32(head, l4 + tcp::field::TS_KINDS.start);
+        }
+    }
+
+    /// Whether `bytes` (arriving with `meta`) repeats the template in every byte the mask
+    /// keeps. Compares 16 bytes at a time: two, four or eight blocks, the last ones overlapping
+    /// the first so that no byte past the compared length is read.
+    #[inline(always)]
+    pub(crate) fn matches(&self, bytes: &[u8], meta: &RxMeta) -> bool {
+        let n = usize::from(self.cmp);
+        if n == 0 || meta_sig(meta) != self.sig {
+            return false;
+        }
+        let Some(b) = bytes.get(..n) else {
+            return false;
+        };
+        #[inline(always)]
+        fn block(s: &[u8], at: usize) -> u128 {
+            match s.get(at..at + 16) {
+                Some(w) => {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(w);
+                    u128::from_ne_bytes(a)
+                }
+                None => 0,
+            }
+        }
+        let cmp = |at: usize| (block(b, at) ^ block(&self.bytes, at)) & block(&self.mask, at);
+        let diff = if n <= 32 {
+            cmp(0) | cmp(n - 16)
+        } else if n <= 64 {
+            cmp(0) | cmp(16) | cmp(n - 32) | cmp(n - 16)
+        } else {
+            cmp(0)
+                | cmp(16)
+                | cmp(32)
+                | cmp(48)
+                | cmp(n - 64)
+                | cmp(n - 48)
+                | cmp(n - 32)
+                | cmp(n - 16)
+        };
+        diff == 0
+    }
+
+    /// The words of a predicted frame's pseudo header and TCP header that vary from frame to
+    /// frame (the IP length word `len`; sequence and ACK numbers, data offset, flags, window,
+    /// checksum, urgent pointer; timestamp values), summed as loaded: native byte order, 32
+    /// bits at a time (2^16 = 1 in ones'-complement arithmetic), which gives the byte-swapped
+    /// sum on a little-endian host (RFC 1071 section 2 (B)). `t` is the TCP header.
+    #[inline(always)]
+    fn varying_words(&self, len: [u8; 2], t: &[u8; tcp::HEADER_LEN_TS]) -> u64 {
+        let w = |at: usize| u64::from(u32::from_ne_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]));
+        let acc = u64::from(u16::from_ne_bytes(len)) + w(4) + w(8) + w(12) + w(16);
+        if self.ts {
+            acc + w(tcp::field::TS_VAL.start) + w(tcp::field::TS_ECR.start)
+        } else {
+            acc
+        }
+    }
+}
+
+/// The link kind and the stripped VLAN tag of a frame's metadata in one word (part of its flow
+/// key, so part of what a template must match).
+#[inline(always)]
+fn meta_sig(meta: &RxMeta) -> u32 {
+    let tag = match meta.vlan_stripped {
+        Some(tci) => 0x1_0000 | u32::from(tci),
+        None => 0,
+    };
+    tag << 8 | u32::from(meta.link.code())
+}
+
+/// A 32-bit word of `b` at `at` in native byte order, widened for an unfolded sum (zero when out
+/// of bounds, never after [`Template::matches`]).
+#[inline(always)]
+fn ne32(b: &[u8], at: usize) -> u64 {
+    match b.get(at..at + 4) {
+        Some(w) => u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]])),
+        None => 0,
+    }
+}
+
+/// The payload sum a native-order unfolded sum of header words stands for (its negation).
+#[inline(always)]
+pub(crate) fn negated_sum(acc: u64) -> u16 {
+    csum::finish(u16::from_be(csum::fold(acc)))
+}
+
+/// A frame [`Template::matches`] accepted, read at the template's offsets: header
+/// prediction's [`Facts`]. What the template's equality establishes reads as the head's own
+/// values (TTL, TOS, DF, the option layout, no IP options, no padding, extension headers equal),
+/// so the rules' checks of those fold away.
+pub(crate) struct View<'a, E> {
+    /// The TCP header (with the timestamps, when the layout has them).
+    t: &'a [u8; tcp::HEADER_LEN_TS],
+    /// The (inner) IP header's first 8 bytes.
+    ip: &'a [u8; 8],
+    /// The outer IP header's ID.
+    outer_id: u16,
+    payload_len: u32,
+    /// The flow's state (its head is the template's).
+    pub(crate) e: &'a FlowState,
+    /// The frame and the head frame, for the encapsulation's own comparison.
+    frame: &'a [u8],
+    head: &'a [u8],
+    encap: core::marker::PhantomData<E>,
+}
+
+impl<E: Encap> Facts for View<'_, E> {
+    #[inline(always)]
+    fn seq(&self) -> u32 {
+        be32(self.t, tcp::field::SEQ_NUM.start)
+    }
+    #[inline(always)]
+    fn ack(&self) -> u32 {
+        be32(self.t, tcp::field::ACK_NUM.start)
+    }
+    #[inline(always)]
+    fn flags_word(&self) -> u32 {
+        be32(self.t, tcp::field::FLAG_WORD.start)
+    }
+    #[inline(always)]
+    fn flags(&self) -> u8 {
+        self.t[tcp::field::FLAGS]
+    }
+    #[inline(always)]
+    fn window(&self) -> u16 {
+        u16::from_be_bytes([self.t[14], self.t[15]])
+    }
+    #[inline(always)]
+    fn payload_len(&self) -> u32 {
+        self.payload_len
+    }
+    #[inline(always)]
+    fn options(&self) -> TcpOptions {
+        if self.e.tpl.ts {
+            TcpOptions::Timestamp {
+                val: be32(self.t, tcp::field::TS_VAL.start),
+                ecr: be32(self.t, tcp::field::TS_ECR.start),
+            }
+        } else {
+            TcpOptions::None
+        }
+    }
+    #[inline(always)]
+    fn ip(&self) -> IpFacts {
+        let (h, v6) = (&self.e.ip, self.e.layers.v6);
+        IpFacts {
+            ttl: h.ttl,
+            tos: h.tos,
+            df: h.df,
+            id: if v6 {
+                0
+            } else {
+                u16::from_be_bytes([self.ip[4], self.ip[5]])
+            },
+            options: false,
+            v6,
+        }
+    }
+    #[inline(always)]
+    fn outer(&self) -> Option<IpFacts> {
+        let h = &self.e.outer;
+        let outer = if E::ENABLED {
+            self.e.layers.outer
+        } else {
+            None
+        };
+        outer.map(|o| IpFacts {
+            ttl: h.ttl,
+            tos: h.tos,
+            df: h.df,
+            id: self.outer_id,
+            options: false,
+            v6: o.v6,
+        })
+    }
+    #[inline(always)]
+    fn ip_options(&self) -> bool {
+        // The template covers only headers without options.
+        false
+    }
+    #[inline(always)]
+    fn ip_fields_equal(&self, _e: &FlowState) -> bool {
+        // Inside the compared header bytes (the rules ask only about the template's own entry).
+        true
+    }
+    #[inline(always)]
+    fn ip_ids(&self) -> (Option<u16>, Option<u16>) {
+        let v6 = self.e.layers.v6;
+        let inner = (!v6).then(|| u16::from_be_bytes([self.ip[4], self.ip[5]]));
+        let outer = match self.e.layers.outer {
+            Some(o) if E::ENABLED && !o.v6 => Some(self.outer_id),
+            _ => None,
+        };
+        (inner, outer)
+    }
+    #[inline(always)]
+    fn encap(&self) -> Result<(), crate::PassReason> {
+        // The encapsulation header is the head's (but for its checksum): the head's merged.
+        Ok(())
+    }
+    #[inline(always)]
+    fn padded(&self) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn padding_neutral(&self) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn options_equal(&self) -> bool {
+        // The mask keeps the option layout; the timestamp values the rule compares itself.
+        true
+    }
+    #[inline(always)]
+    fn extensions_equal(&self) -> bool {
+        // Inside the compared header bytes.
+        true
+    }
+    #[inline(always)]
+    fn encap_may_merge(&self) -> bool {
+        match &self.e.layers.outer {
+            Some(o) if E::ENABLED => {
+                let r = usize::from(o.encap)..usize::from(o.inner);
+                match (self.head.get(r.clone()), self.frame.get(r)) {
+                    (Some(h), Some(f)) => E::may_merge(h, f),
+                    _ => false,
+                }
+            }
+            _ => true,
+        }
+    }
+}
+
+#[inline(always)]
+fn be32(t: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]])
+}
+
+/// A frame header prediction read: its facts, payload offset, datagram end and payload sum.
+pub(crate) struct Predicted<'a, E> {
+    pub(crate) view: View<'a, E>,
+    pub(crate) payload: u32,
+    pub(crate) ip_end: u32,
+    pub(crate) sum: PayloadSum,
+}
+
+/// Reads a frame that [`Template::matches`] accepted for the flow `e` (whose head frame is
+/// `head`). `None` when the general path must decide: padding, lengths that do not fit the
+/// frame, a checksum that does not verify, software verification switched off. Changes
+/// nothing.
+#[inline(always)]
+pub(crate) fn read<'a, E: Encap>(
+    bytes: &'a [u8],
+    head: &'a [u8],
+    meta: &RxMeta,
+    e: &'a FlowState,
+    verify: bool,
+    want_sum: bool,
+) -> Option<Predicted<'a, E>> {
+    let l = &e.layers;
+    let (l3, l4, payload) = (usize::from(l.l3), usize::from(l.l4), l.header_len());
+    // The TCP header, timestamps included when the layout has them (without them the window
+    // may run into the payload, read but unused).
+    let t: &[u8; tcp::HEADER_LEN_TS] = bytes.get(l4..)?.first_chunk()?;
+    // The length word of the (inner) IP header, and where its datagram ends.
+    let ip: &[u8; 8] = bytes.get(l3..)?.first_chunk()?;
+    let (len_word, end) = if l.v6 {
+        let w = [ip[4], ip[5]];
+        (
+            w,
+            l3 + ipv6::HEADER_LEN + usize::from(u16::from_be_bytes(w)),
+        )
+    } else {
+        let w = [ip[2], ip[3]];
+        (w, l3 + usize::from(u16::from_be_bytes(w)))
+    };
+    // No padding (a padded frame's trim is the general path's), the datagram inside the frame,
+    // a tunnel's inner and outer datagrams ending together.
+    if end != bytes.len() || end < payload {
+        return None;
+    }
+    let outer = if E::ENABLED { l.outer } else { None };
+    let outer_id = match &outer {
+        Some(o) => {
+            let at = usize::from(o.l3);
+            let oh: &[u8; 8] = bytes.get(at..)?.first_chunk()?;
+            let oend = if o.v6 {
+                at + ipv6::HEADER_LEN + usize::from(u16::from_be_bytes([oh[4], oh[5]]))
+            } else {
+                at + usize::from(u16::from_be_bytes([oh[2], oh[3]]))
+            };
+            if oend != end {
+                return None;
+            }
+            if o.v6 {
+                0
+            } else {
+                u16::from_be_bytes([oh[4], oh[5]])
+            }
+        }
+        None => 0,
+    };
+    let negated = || PayloadSum::Negated(e.tpl.varying_words(len_word, t));
+    let sum = match meta.checksum {
+        RxChecksum::Verified => {
+            if want_sum {
+                negated()
+            } else {
+                PayloadSum::None
+            }
+        }
+        RxChecksum::Complete(total) => {
+            complete_ok(bytes, meta, e, total, (end - l4) as u32)?;
+            if want_sum {
+                negated()
+            } else {
+                PayloadSum::None
+            }
+        }
+        RxChecksum::None => {
+            if !verify {
+                return None;
+            }
+            PayloadSum::Folded(software_ok(bytes, e, end)?)
+        }
+    };
+    Some(Predicted {
+        view: View {
+            t,
+            ip,
+            outer_id,
+            payload_len: (end - payload) as u32,
+            e,
+            frame: bytes,
+            head,
+            encap: core::marker::PhantomData,
+        },
+        payload: payload as u32,
+        ip_end: end as u32,
+        sum,
+    })
+}
+
+/// The checks of a CHECKSUM_COMPLETE frame, from the NIC's sum and the header bytes (Linux
+/// `skb_gro_checksum_validate` with `CHECKSUM_COMPLETE`, `ip_fast_csum` for IPv4 headers):
+/// IPv4 header checksums, the encapsulation's checksum, the TCP checksum.
+#[inline(always)]
+fn complete_ok(bytes: &[u8], meta: &RxMeta, e: &FlowState, total: u16, tcp_len: u32) -> Option<()> {
+    let l = &e.layers;
+    let (l3, l4) = (usize::from(l.l3), usize::from(l.l4));
+    let start = meta.link.header_len();
+    let v4_ok = |at: usize| {
+        bytes
+            .get(at..at + ipv4::HEADER_LEN)
+            .is_some_and(|h| csum::is_zero(csum::sum_header(h)))
+    };
+    if (!l.v6 && !v4_ok(l3)) || l.outer.is_some_and(|o| !o.v6 && !v4_ok(usize::from(o.l3))) {
+        return None;
+    }
+    if let Some(o) = &l.outer {
+        if o.checksum.is_some() {
+            let before = csum::sum(bytes.get(start..usize::from(o.encap))?);
+            if !csum::is_zero(csum::sub(total, before)) {
+                return None;
+            }
+        }
+    }
+    let l4_sum = csum::sub(total, csum::sum(bytes.get(start..l4)?));
+    csum::is_zero(csum::add(l4_sum, e.pseudo.sum(tcp_len))).then_some(())
+}
+
+/// The checks of a frame nobody verified, in software (Linux `skb_gro_checksum_validate`,
+/// `ip_fast_csum`): IPv4 header checksums, the encapsulation's checksum, the TCP checksum.
+/// Returns the payload's sum.
+#[inline(never)]
+fn software_ok(bytes: &[u8], e: &FlowState, end: usize) -> Option<u16> {
+    let l = &e.layers;
+    let (l3, l4, payload) = (usize::from(l.l3), usize::from(l.l4), l.header_len());
+    let v4_ok = |at: usize| {
+        bytes
+            .get(at..at + ipv4::HEADER_LEN)
+            .is_some_and(|h| csum::is_zero(csum::sum_header(h)))
+    };
+    if (!l.v6 && !v4_ok(l3)) || l.outer.is_some_and(|o| !o.v6 && !v4_ok(usize::from(o.l3))) {
+        return None;
+    }
+    let payload_sum = csum::sum(bytes.get(payload..end)?);
+    let tcp_ok = csum::is_zero(csum::add(
+        csum::add(
+            csum::fold(e.pseudo.acc((end - l4) as u32)),
+            csum::sum_header(&bytes[l4..payload]),
+        ),
+        payload_sum,
+    ));
+    if !tcp_ok {
+        return None;
+    }
+    if let Some(o) = &l.outer {
+        if o.checksum.is_some() {
+            let encap = usize::from(o.encap);
+            let s = csum::add_at_offset(
+                csum::sum(&bytes[encap..payload]),
+                payload_sum,
+                payload - encap,
+            );
+            if !csum::is_zero(s) {
+                return None;
+            }
+        }
+    }
+    Some(payload_sum)
+}
