@@ -233,7 +233,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let burst = usize::try_from(args.engine.burst)
         .unwrap_or(usize::MAX)
         .min(frames.len());
-    let bar = crate::progress::bar(frames.len() as u64 * args.rounds);
+    let bar = crate::progress::bar(frames.len() as u64 * args.rounds, !args.json);
     let rounds = match cap.max_len {
         0..=2048 => measure::<2048>(args, &frames, burst, &bar)?,
         2049..=16384 => measure::<16384>(args, &frames, burst, &bar)?,
