@@ -179,7 +179,10 @@ fn main() -> anyhow::Result<()> {
     let mut positional = args
         .iter()
         .enumerate()
-        .filter(|(i, a)| !a.starts_with("--") && !(*i > 0 && args[i - 1] == "--client"))
+        .filter(|&(i, a)| {
+            let after_client = i > 0 && args[i - 1] == "--client";
+            !a.starts_with("--") && !after_client
+        })
         .map(|(_, a)| a);
     let pid_name = format!("lroex{}t", std::process::id());
     let tap_name = positional.next().map_or(
