@@ -243,10 +243,10 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     let ns = info.run_time.as_nanos() as f64;
     let _ = writeln!(
         t,
-        "time         {:.1} ms replay, {:.0} ns per input frame: copying each frame into a buffer, {}coalescing{} (`lro bench` times the engine alone); {:.1} ms reading input",
+        "time         {:.1} ms replay, {:.0} ns per input frame: one cold pass copying each frame into a new buffer, {}coalescing{} (`lro bench` times the engine alone, warmed up); {:.1} ms reading input",
         ns / 1e6,
         if s.frames_in > 0 { ns / s.frames_in as f64 } else { 0.0 },
-        if info.csum == "verify" { "checksum verification, " } else { "" },
+        if info.csum == "verify" { "verifying checksums, " } else { "" },
         if info.output.is_some() { ", writing the output" } else { "" },
         info.load_time.as_secs_f64() * 1e3
     );
