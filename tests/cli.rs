@@ -1046,7 +1046,14 @@ fn tshark_finds_no_new_problems_in_replay_output() {
         write_pcap(&plain, inp.link, &inp.frames);
         let before = flags(&plain);
         for opts in ORDER_MODES {
-            for order in ["arrival", "delivery"] {
+            // Delivery order once, to see that tshark does flag what arrival order avoids.
+            let delivery_too = opts == ["--policy", "gro"] && input.ends_with(SMALL);
+            let orders: &[&str] = if delivery_too {
+                &["arrival", "delivery"]
+            } else {
+                &["arrival"]
+            };
+            for &order in orders {
                 let out = dir.join(format!("{order}.pcap"));
                 let mut args = vec![
                     "replay",
