@@ -61,7 +61,8 @@ impl AsMut<[u8]> for Frame {
 pub(crate) enum PolicyArg {
     /// Linux GRO rules: only what re-segments into the exact original frames.
     Gro,
-    /// Endpoint LRO: also merges pure ACKs (superseded ACKs are released).
+    /// Endpoint LRO: also merges pure ACKs (an ACK superseded by a newer one of its flow is
+    /// absorbed: not delivered).
     Lro,
 }
 

@@ -76,7 +76,7 @@ pub(crate) struct FlowRow {
     /// TCP payload bytes delivered.
     pub(crate) payload_bytes: u64,
     /// Pure ACKs absorbed into a newer ACK of the flow (not delivered).
-    pub(crate) released: u64,
+    pub(crate) absorbed: u64,
     /// Delivery causes: [`PassReason`] counters then [`FlushReason`] counters.
     pub(crate) causes: [u64; CAUSES],
 }
@@ -89,7 +89,7 @@ impl Default for FlowRow {
             coalesced: 0,
             data_segments: 0,
             payload_bytes: 0,
-            released: 0,
+            absorbed: 0,
             causes: [0; CAUSES],
         }
     }
@@ -188,13 +188,13 @@ impl FlowTable {
     }
 
     /// A pure ACK absorbed into a newer one of `key`'s flow.
-    pub(crate) fn released(&mut self, key: Option<FlowKey>) {
+    pub(crate) fn absorbed(&mut self, key: Option<FlowKey>) {
         if self.points.is_some() {
             *self.absorbed.entry(key).or_default() += 1;
         }
         let row = self.row(key);
         row.frames_in += 1;
-        row.released += 1;
+        row.absorbed += 1;
     }
 
     /// A frame that bypassed the engine (not IP), at capture time `now`.
@@ -330,7 +330,7 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
                     "ratio": row.ratio(),
                     "payload_bytes": row.payload_bytes,
                     "mean_segment": row.mean_segment(),
-                    "acks_merged": row.released,
+                    "acks_merged": row.absorbed,
                     "small": k.is_some() && small(row),
                     "causes": row.top_causes(CAUSES).into_iter().map(|(k, n)| (k, json!(n))).collect::<serde_json::Map<_, _>>(),
                 })
@@ -421,7 +421,7 @@ fn write_table(
             row.segments,
             row.ratio(),
             mean,
-            row.released,
+            row.absorbed,
             why
         );
     }

@@ -35,7 +35,7 @@ pub(crate) struct HoldArgs {
 /// `--order`: the order of the frames in the output pcap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Order {
-    /// The input's order across flows: each output frame where its first frame arrived (a
+    /// The input's order across flows: each output frame where its first data frame arrived (a
     /// merged pure ACK where its newest ACK arrived); a frame waits for other flows' held
     /// segments that arrived before it. Reads like the input in Wireshark.
     Arrival,
@@ -283,7 +283,7 @@ impl Sink<Frame> for ReplaySink {
             })
             .flatten();
         if let Some(flows) = &mut self.flows {
-            flows.released(key);
+            flows.absorbed(key);
         }
         if let Some(out) = &mut self.out {
             if let Some(k) = key {
