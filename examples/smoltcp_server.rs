@@ -1,27 +1,47 @@
 //! A smoltcp TCP server behind a TAP device, receiving through the drivers-myri ring and the
-//! coalescer: run it, point your own kernel client at it, and watch how many frames smoltcp
-//! processes for the bytes it receives.
+//! coalescer, and a kernel TCP client to feed it: watch how many frames smoltcp processes for
+//! the frames the ring received.
 //!
 //! The chain: kernel TCP client -> TAP device -> simulated MAC writing into the DMA ring (page
 //! frags) -> `lro_core` coalescer (Lro policy) -> smoltcp `Interface` -> TCP socket on 198.18.0.2.
 //!
-//! Run (as root, or with CAP_NET_ADMIN):
+//! Run as root (TAP devices and network namespaces need CAP_NET_ADMIN; `ip` from iproute2 and
+//! `ethtool` must be installed):
 //!
 //! ```text
-//! # terminal 1: creates TAP device `lrotap0` and listens on 198.18.0.2:5201
-//! cargo run --release --example smoltcp_server -- lrotap0 5201        # add --no-lro for the baseline
+//! cargo run --release --example smoltcp_server -- --client 64            # send 64 MiB, print, exit
+//! cargo run --release --example smoltcp_server -- --client 64 --no-lro   # the baseline: ratio 1.0
+//! ```
 //!
-//! # terminal 2: give the kernel its side of the link, with wire-size frames and real checksums
-//! ip addr add 198.18.0.1/24 dev lrotap0 && ip link set lrotap0 up
+//! `--client MIB` moves the TAP device (`lroex<pid>t` unless named) into a network namespace of
+//! its own (named after it: `lroex<pid>tns`),
+//! gives the kernel 198.18.0.1/24 there with segmentation offloads off (wire-size frames with
+//! real checksums, as a NIC receives them), starts this program again inside it as the client
+//! (`--send 198.18.0.2:PORT MIB`: the kernel's TCP stack sends MIB MiB), serves the connection,
+//! prints what it measured and exits; the namespace and the TAP device are deleted then, also on
+//! failure. A run with coalescing prints about 38 ring frames per smoltcp frame for 64 MiB
+//! (smoltcp then sees segments of up to 64 KB instead of 1.5 KB frames; the rate depends on how
+//! fast the kernel sends, which depends on the machine).
+//!
+//! Without `--client` it serves until interrupted, one connection after the other, for a
+//! client of your own (any program that connects to 198.18.0.2:PORT and sends):
+//!
+//! ```text
+//! cargo run --release --example smoltcp_server -- lrotap0 5201     # terminal 1
+//! ip addr add 198.18.0.1/24 dev lrotap0 && ip link set lrotap0 up  # terminal 2
 //! ethtool -K lrotap0 tx off tso off gso off
-//! head -c 64M /dev/urandom | nc -N 198.18.0.2 5201      # or: iperf3 -c ... is not supported (no control channel)
+//! target/release/examples/smoltcp_server --send 198.18.0.2:5201 64
 //! ```
 //!
 //! For each connection it prints the bytes received, the frames the ring received, the frames
-//! smoltcp processed and the aggregation ratio. The TAP device disappears when it exits.
+//! smoltcp processed and their ratio.
 
+use std::io::Write as _;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::process::{Child, Command};
 use std::time::Instant as WallInstant;
 
+use anyhow::{bail, Context};
 use drivers_myri::phy::{LroDevice, STAGING_LEN};
 use drivers_myri::sim::SimMac;
 use drivers_myri::smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet};
@@ -31,12 +51,152 @@ use drivers_myri::smoltcp::time::{Duration, Instant};
 use drivers_myri::smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 use drivers_myri::{BufferLayout, RxRing, RxRingStorage};
 
+const USAGE: &str = "usage: smoltcp_server [TAP=lrotap0] [PORT=5201] [--no-lro] [--client MIB]
+       smoltcp_server --send ADDR:PORT MIB";
+
+/// Runs a command, failing with its output when it fails.
+fn run(args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .with_context(|| format!("cannot run {} (is it installed?)", args[0]))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The client: connects to `addr` and sends `mib` MiB of a xorshift stream, then closes.
+fn send(addr: &str, mib: u64) -> anyhow::Result<()> {
+    let addr: SocketAddr = addr
+        .parse()
+        .with_context(|| format!("{USAGE}\nbad address"))?;
+    let mut stream = TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(10))
+        .with_context(|| format!("cannot connect to {addr}"))?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let total = mib << 20;
+    let mut sent = 0u64;
+    while sent < total {
+        for chunk in buf.chunks_mut(8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+        }
+        let n = (buf.len() as u64).min(total - sent) as usize;
+        stream.write_all(&buf[..n])?;
+        sent += n as u64;
+    }
+    stream.shutdown(Shutdown::Write)?;
+    Ok(())
+}
+
+/// The client's namespace; deleted (with the TAP device moved into it) on drop.
+struct Netns {
+    name: String,
+    client: Option<Child>,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.client.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Moves `tap` into a new namespace, gives the kernel its side of the link there and starts
+/// this program inside it as the client.
+fn start_client(tap: &str, port: u16, mib: u64) -> anyhow::Result<Netns> {
+    let name = format!("{tap}ns");
+    run(&["ip", "netns", "add", &name])?;
+    let mut ns = Netns {
+        name: name.clone(),
+        client: None,
+    };
+    for cmd in [
+        &["ip", "link", "set", tap, "netns", &name][..],
+        &["ip", "-n", &name, "link", "set", "lo", "up"],
+        &[
+            "ip",
+            "-n",
+            &name,
+            "addr",
+            "add",
+            "198.18.0.1/24",
+            "dev",
+            tap,
+        ],
+        &["ip", "-n", &name, "link", "set", tap, "up"],
+        // Wire-size frames with real checksums, as a NIC receives them.
+        &[
+            "ip", "netns", "exec", &name, "ethtool", "-K", tap, "tx", "off", "tso", "off", "gso",
+            "off",
+        ],
+    ] {
+        run(cmd)?;
+    }
+    let me = std::env::current_exe().context("cannot find this program to start the client")?;
+    let me = me.to_string_lossy();
+    let addr = format!("198.18.0.2:{port}");
+    let mib = mib.to_string();
+    ns.client = Some(
+        Command::new("ip")
+            .args(["netns", "exec", &name, &me, "--send", &addr, &mib])
+            .spawn()
+            .context("cannot start the client")?,
+    );
+    Ok(ns)
+}
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--send") {
+        let (Some(addr), Some(mib)) = (args.get(i + 1), args.get(i + 2)) else {
+            bail!("{USAGE}");
+        };
+        return send(addr, mib.parse().context(USAGE)?);
+    }
     let lro = !args.iter().any(|a| a == "--no-lro");
-    let mut positional = args.iter().filter(|a| !a.starts_with("--"));
-    let tap_name = positional.next().map_or("lrotap0", String::as_str);
-    let port: u16 = positional.next().map_or(Ok(5201), |p| p.parse())?;
+    let client_mib: Option<u64> = match args.iter().position(|a| a == "--client") {
+        Some(i) => Some(
+            args.get(i + 1)
+                .and_then(|m| m.parse().ok())
+                .filter(|&m| m > 0)
+                .with_context(|| format!("{USAGE}\n--client needs a number of MiB"))?,
+        ),
+        None => None,
+    };
+    let mut positional = args
+        .iter()
+        .enumerate()
+        .filter(|&(i, a)| {
+            let after_client = i > 0 && args[i - 1] == "--client";
+            !a.starts_with("--") && !after_client
+        })
+        .map(|(_, a)| a);
+    let pid_name = format!("lroex{}t", std::process::id());
+    let tap_name = positional.next().map_or(
+        if client_mib.is_some() {
+            pid_name.as_str()
+        } else {
+            "lrotap0"
+        },
+        String::as_str,
+    );
+    let port: u16 = positional
+        .next()
+        .map_or(Ok(5201), |p| p.parse())
+        .context(USAGE)?;
 
     let tap = TunTapInterface::new(tap_name, Medium::Ethernet)
         .map_err(|e| anyhow::anyhow!("cannot create TAP device {tap_name} (root needed?): {e}"))?;
@@ -65,10 +225,25 @@ fn main() -> anyhow::Result<()> {
         tcp::SocketBuffer::new(vec![0u8; 1 << 20]),
         tcp::SocketBuffer::new(vec![0u8; 4096]),
     ));
+    sockets.get_mut::<tcp::Socket<'_>>(handle).listen(port)?;
     println!(
-        "listening on 198.18.0.2:{port} behind {tap_name} (coalescing {}); give the kernel 198.18.0.1/24 on {tap_name}",
+        "listening on 198.18.0.2:{port} behind {tap_name} (coalescing {})",
         if lro { "on" } else { "off" }
     );
+    let mut netns = match client_mib {
+        Some(mib) => {
+            let ns = start_client(tap_name, port, mib)?;
+            println!(
+                "client: the kernel's TCP stack in namespace {} sends {mib} MiB",
+                ns.name
+            );
+            Some(ns)
+        }
+        None => {
+            println!("give the kernel 198.18.0.1/24 on {tap_name} and connect (see the example's documentation)");
+            None
+        }
+    };
 
     let mut bytes = 0u64;
     let mut counting = false;
@@ -103,6 +278,25 @@ fn main() -> anyhow::Result<()> {
                 ring_frames as f64 / stack_frames.max(1) as f64,
             );
             bytes = 0;
+            if let Some(ns) = &mut netns {
+                // One connection in client mode: let the client finish, then clean up.
+                iface.poll(now(), &mut dev, &mut sockets);
+                let status = ns.client.take().map(|mut c| c.wait()).transpose()?;
+                if status.is_some_and(|s| !s.success()) {
+                    bail!("the client failed: {status:?}");
+                }
+                return Ok(());
+            }
+        }
+        if let Some(ns) = &mut netns {
+            // A client that could not connect must not leave the server waiting forever.
+            if let Some(c) = &mut ns.client {
+                if let Some(status) = c.try_wait()? {
+                    if !status.success() {
+                        bail!("the client failed ({status}) before the transfer ended");
+                    }
+                }
+            }
         }
         if pumped == 0 && got == 0 {
             let delay = iface

@@ -5,12 +5,22 @@
 //! sends one pure ACK; rounds are 1 µs apart. NIC RSS hashes are not recorded in pcap, so
 //! `lro replay --rss-sort` computes them in software (Toeplitz, Microsoft key).
 //!
+//! 256 flows send 384 frames per round, so a burst of 64 frames holds one frame of each flow it
+//! touches and nothing can merge; a burst of 1024 holds two or three frames of every flow, if
+//! the flow table can keep them apart:
+//!
 //! ```text
 //! cargo run --release --example synth_flows -- 256 64 /tmp/flows256.pcap
-//! cargo run --release -- replay /tmp/flows256.pcap --flows 8
-//! cargo run --release -- replay /tmp/flows256.pcap --flows 8 --rss-sort
-//! cargo run --release -- replay /tmp/flows256.pcap --flows 1024
+//! cargo run --release -- replay /tmp/flows256.pcap                                    # ratio 1.00
+//! cargo run --release -- replay /tmp/flows256.pcap --burst 1024 --flows 8             # 1.00, 8 flows for 512: evictions
+//! cargo run --release -- replay /tmp/flows256.pcap --burst 1024 --flows 8 --rss-sort  # 1.74 with the same 8 flows
+//! cargo run --release -- replay /tmp/flows256.pcap --burst 1024 --flows 1024          # 1.74 with a table 128 times larger
+//! cargo run --release -- replay /tmp/flows256.pcap --hold --flows 512                 # 7.24: flows held across bursts
 //! ```
+//!
+//! Sorting each burst by RSS hash gets from 8 table entries what unsorted needs an entry per
+//! flow for; holding flows across bursts (as Linux GRO does within a NAPI poll of many
+//! packets) needs that table but merges whole windows.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -89,5 +99,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     eprintln!("{path}: {frames} frames, {flows} flows interleaved frame by frame, {rounds} rounds");
+    eprintln!(
+        "try: cargo run --release -- replay {path} --burst 1024 --flows 8 [--rss-sort] (see the example's documentation)"
+    );
     Ok(())
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the small real captures the `lro` command-line tool ships with (data/), from the Linux
 # kernel's TCP stack talking between two network namespaces joined by a veth pair, following
-# /work/shared/captures/README.md.
+# ../shared/captures/README.md (the project's shared data, beside the checkout).
 #
 # Run as root from the repository root:
 #     apt-get install -y iperf3 tcpdump ethtool xz-utils

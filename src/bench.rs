@@ -1,10 +1,11 @@
 //! `lro bench`: nanoseconds per input frame of parse + coalesce + header fix-up + emit.
 //!
-//! The method of the DPDK peer benchmark (`/work/shared/tools/peer-dpdk-gro/gro_bench.c`):
-//! frames are decoded from the file once; before each burst their bytes are copied into
-//! preallocated working buffers (not timed: the engine rewrites headers in place, so every
-//! round needs fresh copies); only the calls that offer the burst to the engine and flush it
-//! are timed, with [`Instant`], and summed over the file. The sink does what a driver would do
+//! The method of the DPDK peer benchmark (`gro_bench.c` in the project's shared data,
+//! `../shared/tools/peer-dpdk-gro/` beside the checkout): frames are decoded from the file
+//! once; before each burst their bytes are copied into preallocated working buffers (not timed:
+//! the engine rewrites headers in place, so every round needs fresh copies); only the calls
+//! that offer the burst to the engine and flush it are timed, with [`Instant`], and summed over
+//! the file. The sink does what a driver would do
 //! with a segment — count it and its bytes — and recycles the buffers.
 //!
 //! The buffers are slots of one arena, 64-byte aligned, like a driver's receive buffers (or
@@ -247,7 +248,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let burst = usize::try_from(args.engine.burst)
         .unwrap_or(usize::MAX)
         .min(frames.len());
-    let bar = crate::progress::bar(frames.len() as u64 * args.rounds);
+    let bar = crate::progress::bar(frames.len() as u64 * args.rounds, !args.json);
     let rounds = match cap.max_len {
         0..=2048 => measure::<2048>(args, &frames, burst, &bar)?,
         2049..=16384 => measure::<16384>(args, &frames, burst, &bar)?,

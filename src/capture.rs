@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io::{IsTerminal, Read};
 use std::path::Path;
 
 use lro_core::LinkKind;
@@ -19,7 +20,7 @@ const DEFAULT_CAPTURE: &[u8] = include_bytes!("../data/default.pcap.xz");
 /// What to call the built-in capture in messages.
 pub(crate) const DEFAULT_NAME: &str = "built-in default capture (data/default.pcap.xz)";
 
-/// A problem with the input file: reported with the file's name, exit status 2.
+/// A problem with the input file: reported with the file's name, exit status 3.
 #[derive(Debug)]
 pub(crate) struct InputError {
     /// The file as the user named it.
@@ -140,6 +141,8 @@ pub(crate) struct Capture {
     pub(crate) bytes: Vec<u8>,
     /// Longest captured frame.
     pub(crate) max_len: usize,
+    /// The input file's identity (device and inode), to refuse writing over it.
+    pub(crate) id: Option<crate::output::FileId>,
 }
 
 impl Capture {
@@ -148,9 +151,30 @@ impl Capture {
         &self.bytes[r.offset..r.offset + r.len]
     }
 
-    /// Reads `path`, or the built-in default capture when `None`.
+    /// Reads `path` (`-`: standard input, read whole), or the built-in default capture when
+    /// `None`.
     pub(crate) fn load(path: Option<&Path>) -> Result<Capture, InputError> {
         match path {
+            Some(p) if crate::output::is_dash(p) => {
+                let fail = |problem: String| InputError {
+                    file: "stdin".to_string(),
+                    problem,
+                };
+                let mut stdin = std::io::stdin().lock();
+                if stdin.is_terminal() {
+                    return Err(fail(
+                        "is a terminal: pipe or redirect a capture into it (INPUT - reads standard input)"
+                            .to_string(),
+                    ));
+                }
+                let mut raw = Vec::new();
+                stdin
+                    .read_to_end(&mut raw)
+                    .map_err(|e| fail(format!("cannot read: {e}")))?;
+                let mut cap = Capture::parse("stdin".to_string(), &raw)?;
+                cap.id = crate::output::FileId::of_stdin();
+                Ok(cap)
+            }
             Some(p) => {
                 let name = p.display().to_string();
                 let raw = std::fs::read(p).map_err(|e| InputError {
@@ -160,7 +184,9 @@ impl Capture {
                         _ => format!("cannot read: {e}"),
                     },
                 })?;
-                Capture::parse(name, &raw)
+                let mut cap = Capture::parse(name, &raw)?;
+                cap.id = crate::output::FileId::of_path(p);
+                Ok(cap)
             }
             None => Capture::parse(DEFAULT_NAME.to_string(), DEFAULT_CAPTURE),
         }
@@ -190,6 +216,7 @@ impl Capture {
             records: Vec::new(),
             bytes: Vec::with_capacity(data.len()),
             max_len: 0,
+            id: None,
         };
         if data.is_empty() {
             return Err(fail("empty file: not a pcap or pcapng capture".to_string()));

@@ -16,7 +16,8 @@ pub(crate) const FRAMES_PER_FLOW: usize = 64;
 pub(crate) const TABLE_SIZES: [usize; 8] = [8, 16, 32, 64, 128, 256, 512, 1024];
 
 /// A frame as the tool hands it to the engine: the captured bytes, a cooked-capture header the
-/// engine does not see (`skip` bytes), and the capture timestamp.
+/// engine does not see (`skip` bytes), the capture timestamp and the frame's place in the
+/// capture.
 #[derive(Debug, Default)]
 pub(crate) struct Frame {
     /// Captured bytes, link header included.
@@ -25,6 +26,8 @@ pub(crate) struct Frame {
     pub(crate) skip: usize,
     /// Capture timestamp in nanoseconds.
     pub(crate) ts_ns: u64,
+    /// Arrival order: the frame's index in the capture (0 for the first frame).
+    pub(crate) index: u64,
 }
 
 impl Frame {
@@ -34,11 +37,12 @@ impl Frame {
     }
 
     /// Refills this buffer with a captured frame, reusing its allocation.
-    pub(crate) fn fill(&mut self, bytes: &[u8], skip: usize, ts_ns: u64) {
+    pub(crate) fn fill(&mut self, bytes: &[u8], skip: usize, ts_ns: u64, index: u64) {
         self.buf.clear();
         self.buf.extend_from_slice(bytes);
         self.skip = skip.min(self.buf.len());
         self.ts_ns = ts_ns;
+        self.index = index;
     }
 }
 
@@ -59,7 +63,8 @@ impl AsMut<[u8]> for Frame {
 pub(crate) enum PolicyArg {
     /// Linux GRO rules: only what re-segments into the exact original frames.
     Gro,
-    /// Endpoint LRO: also merges pure ACKs (superseded ACKs are released).
+    /// Endpoint LRO: also merges pure ACKs (an ACK superseded by a newer one of its flow is
+    /// absorbed: not delivered).
     Lro,
 }
 
@@ -236,6 +241,10 @@ pub(crate) fn with_engine<W: WithEngine>(
 pub(crate) trait Output: Sink<Frame> {
     /// A frame delivered without the engine (a cooked-capture frame that is not IP).
     fn bypass(&mut self, frame: Frame);
+    /// The receive path's clock: the capture time of the frame being offered. Whatever the
+    /// engine delivers from now on (the frame itself, segments it completes, idle flushes
+    /// before it, the end-of-burst flush after it) is delivered at this time.
+    fn now(&mut self, ts_ns: u64);
 }
 
 /// Burst-loop settings.
@@ -258,24 +267,27 @@ pub(crate) fn drive<E: Coalescer<Frame> + ?Sized, O: Output>(
     mut progress: impl FnMut(usize),
 ) -> Stats {
     let mut bypassed = 0u64;
+    let mut index = 0u64;
     for chunk in cap.records.chunks(schedule.burst.max(1)) {
         for r in chunk {
             let Record { ts_ns, class, .. } = *r;
             let mut frame = Frame::default();
+            out.now(ts_ns);
             match class {
                 FrameClass::Engine { link, skip } => {
-                    frame.fill(cap.frame(r), usize::from(skip), ts_ns);
+                    frame.fill(cap.frame(r), usize::from(skip), ts_ns, index);
                     if schedule.hold {
                         engine.flush_idle(ts_ns, out);
                     }
                     engine.push(frame, &args.meta(link, ts_ns), out);
                 }
                 FrameClass::NotIp => {
-                    frame.fill(cap.frame(r), 0, ts_ns);
+                    frame.fill(cap.frame(r), 0, ts_ns, index);
                     bypassed += 1;
                     out.bypass(frame);
                 }
             }
+            index += 1;
         }
         if !schedule.hold {
             engine.flush_all(out);

@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -32,15 +31,30 @@ pub(crate) struct ExplainArgs {
     /// Show at most this many flows (0: all).
     #[arg(long, default_value_t = 20)]
     pub(crate) top: usize,
-    /// Print one JSON object instead of the table.
+    /// Also draw the shown flows (at most 16) as an SVG picture: per flow, every delivered
+    /// segment at the time it was delivered, its height the input frames it stands for, its
+    /// marker why it ended. `-` writes it to standard output (the table then goes to standard
+    /// error).
+    #[arg(long, value_name = "SVG")]
+    pub(crate) plot: Option<PathBuf>,
+    /// Print one JSON object instead of the table (and no progress bar).
     #[arg(long)]
     pub(crate) json: bool,
 }
 
 /// Why segments of a flow were delivered: pass-through reasons then flush reasons.
-const CAUSES: usize = PassReason::COUNT + FlushReason::COUNT;
+pub(crate) const CAUSES: usize = PassReason::COUNT + FlushReason::COUNT;
 
-fn cause_name(i: usize) -> String {
+/// The index of a delivery cause in [`FlowRow::causes`].
+pub(crate) fn cause_index(cause: lro_core::Cause) -> usize {
+    match cause {
+        lro_core::Cause::Passed(r) => r.index(),
+        lro_core::Cause::Flushed(r) => PassReason::COUNT + r.index(),
+    }
+}
+
+/// A delivery cause's name: `alone:X` for a pass-through reason, the flush reason's name.
+pub(crate) fn cause_name(i: usize) -> String {
     if i < PassReason::COUNT {
         format!("alone:{}", PassReason::ALL[i].name())
     } else {
@@ -61,8 +75,8 @@ pub(crate) struct FlowRow {
     pub(crate) data_segments: u64,
     /// TCP payload bytes delivered.
     pub(crate) payload_bytes: u64,
-    /// Pure ACKs absorbed and released.
-    pub(crate) released: u64,
+    /// Pure ACKs absorbed into a newer ACK of the flow (not delivered).
+    pub(crate) absorbed: u64,
     /// Delivery causes: [`PassReason`] counters then [`FlushReason`] counters.
     pub(crate) causes: [u64; CAUSES],
 }
@@ -75,7 +89,7 @@ impl Default for FlowRow {
             coalesced: 0,
             data_segments: 0,
             payload_bytes: 0,
-            released: 0,
+            absorbed: 0,
             causes: [0; CAUSES],
         }
     }
@@ -108,12 +122,29 @@ impl FlowRow {
     }
 }
 
+/// One delivered segment or single frame, for the picture.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Point {
+    /// Capture time at which it was delivered, in nanoseconds.
+    pub(crate) t_ns: u64,
+    /// Its flow (`None`: not TCP/IP).
+    pub(crate) flow: Option<FlowKey>,
+    /// Input frames it stands for: its frames and the pure ACKs it absorbed.
+    pub(crate) frames: u32,
+    /// Why it was delivered ([`cause_index`]).
+    pub(crate) cause: usize,
+}
+
 /// Per-flow counters, filled by the replay sink.
 #[derive(Debug, Default)]
 pub(crate) struct FlowTable {
     rows: HashMap<FlowKey, FlowRow>,
     /// Frames that are not TCP over IP (or whose headers could not be read).
     other: FlowRow,
+    /// Every delivery, when drawing.
+    pub(crate) points: Option<Vec<Point>>,
+    /// Per flow, pure ACKs absorbed since its last delivery (drawing only).
+    absorbed: HashMap<Option<FlowKey>, u32>,
 }
 
 impl FlowTable {
@@ -124,8 +155,25 @@ impl FlowTable {
         }
     }
 
-    /// A delivered segment or single frame.
-    pub(crate) fn segment(&mut self, info: &SegmentInfo) {
+    /// A table that also records every delivery for the picture.
+    pub(crate) fn with_points() -> Self {
+        FlowTable {
+            points: Some(Vec::new()),
+            ..FlowTable::default()
+        }
+    }
+
+    /// A delivered segment or single frame, at capture time `now`.
+    pub(crate) fn segment(&mut self, info: &SegmentInfo, now: u64) {
+        if let Some(points) = &mut self.points {
+            let absorbed = self.absorbed.remove(&info.flow).unwrap_or(0);
+            points.push(Point {
+                t_ns: now,
+                flow: info.flow,
+                frames: u32::from(info.frames) + absorbed,
+                cause: cause_index(info.cause),
+            });
+        }
         let row = self.row(info.flow);
         row.frames_in += u64::from(info.frames);
         row.segments += 1;
@@ -136,29 +184,37 @@ impl FlowTable {
             row.data_segments += 1;
             row.payload_bytes += u64::from(info.payload_len);
         }
-        let cause = match info.cause {
-            lro_core::Cause::Passed(r) => r.index(),
-            lro_core::Cause::Flushed(r) => PassReason::COUNT + r.index(),
-        };
-        row.causes[cause] += 1;
+        row.causes[cause_index(info.cause)] += 1;
     }
 
     /// A pure ACK absorbed into a newer one of `key`'s flow.
-    pub(crate) fn released(&mut self, key: Option<FlowKey>) {
+    pub(crate) fn absorbed(&mut self, key: Option<FlowKey>) {
+        if self.points.is_some() {
+            *self.absorbed.entry(key).or_default() += 1;
+        }
         let row = self.row(key);
         row.frames_in += 1;
-        row.released += 1;
+        row.absorbed += 1;
     }
 
-    /// A frame that bypassed the engine (not IP).
-    pub(crate) fn bypassed(&mut self) {
+    /// A frame that bypassed the engine (not IP), at capture time `now`.
+    pub(crate) fn bypassed(&mut self, now: u64) {
+        if let Some(points) = &mut self.points {
+            points.push(Point {
+                t_ns: now,
+                flow: None,
+                frames: 1,
+                cause: PassReason::NotIp.index(),
+            });
+        }
         self.other.frames_in += 1;
         self.other.segments += 1;
         self.other.causes[PassReason::NotIp.index()] += 1;
     }
 
     /// Flows worst first: lowest aggregation ratio, then most frames; flows with fewer than
-    /// `min_frames` frames after the others; the non-TCP row last.
+    /// `min_frames` frames after the others (worst first among themselves); the non-TCP row
+    /// last.
     pub(crate) fn sorted(&self, min_frames: u64) -> Vec<(Option<&FlowKey>, &FlowRow)> {
         let mut v: Vec<(Option<&FlowKey>, &FlowRow)> =
             self.rows.iter().map(|(k, r)| (Some(k), r)).collect();
@@ -198,15 +254,69 @@ pub(crate) fn flow_name(key: Option<&FlowKey>) -> String {
 
 /// `lro explain`.
 pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
-    let r = crate::replay::run(args.input.as_deref(), None, &args.engine, &args.hold, true)?;
-    let table = r.flows.unwrap_or_default();
+    let mut r = crate::replay::run(
+        args.input.as_deref(),
+        &args.engine,
+        &args.hold,
+        crate::replay::Outputs {
+            pcap: None,
+            per_flow: true,
+            points: args.plot.is_some(),
+            progress: !args.json,
+        },
+    )?;
+    let table = r.flows.take().unwrap_or_default();
     let rows = table.sorted(args.min_frames);
     let shown = if args.top == 0 {
         rows.len()
     } else {
         args.top.min(rows.len())
     };
-    let mut stdout = std::io::stdout().lock();
+    let small = |row: &FlowRow| row.frames_in < args.min_frames;
+    let mut to_stdout = false;
+    let mut plot_note = String::new();
+    if let Some(path) = &args.plot {
+        let flows: Vec<(Option<FlowKey>, String)> = rows
+            .iter()
+            .take(shown)
+            .map(|(k, row)| {
+                (
+                    k.copied(),
+                    format!(
+                        "{}: {} frames in, {} out, ratio {:.2}",
+                        flow_name(*k),
+                        row.frames_in,
+                        row.segments,
+                        row.ratio()
+                    ),
+                )
+            })
+            .collect();
+        let drawn = crate::plot::write(
+            path,
+            &crate::plot::Picture {
+                title: &r.info.input,
+                flows: &flows,
+                points: table.points.as_deref().unwrap_or(&[]),
+                input: r.input_id,
+            },
+        )?;
+        to_stdout = drawn.to_stdout;
+        plot_note = format!(
+            "plot: {} ({} of {} flows drawn{})\n",
+            drawn.name,
+            drawn.flows,
+            rows.len(),
+            if drawn.flows < shown {
+                format!(", at most {}", crate::plot::MAX_FLOWS)
+            } else if shown < rows.len() {
+                ": the flows shown (--top)".to_string()
+            } else {
+                String::new()
+            }
+        );
+    }
+    let mut t = String::new();
     if args.json {
         let flows: Vec<_> = rows
             .iter()
@@ -220,22 +330,43 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
                     "ratio": row.ratio(),
                     "payload_bytes": row.payload_bytes,
                     "mean_segment": row.mean_segment(),
-                    "acks_merged": row.released,
+                    "acks_merged": row.absorbed,
+                    "small": k.is_some() && small(row),
                     "causes": row.top_causes(CAUSES).into_iter().map(|(k, n)| (k, json!(n))).collect::<serde_json::Map<_, _>>(),
                 })
             })
             .collect();
         let mut summary = report::json(&r.info, &r.stats);
         summary["flow_count"] = json!(rows.len());
+        summary["min_frames"] = json!(args.min_frames);
         summary["flows_shown"] = json!(flows);
-        writeln!(stdout, "{summary}")?;
-        return Ok(());
+        summary["plot"] = json!(args.plot.as_ref().map(|p| p.display().to_string()));
+        let _ = writeln!(t, "{summary}");
+    } else {
+        write_table(&mut t, args, &r, &rows, shown);
+        t.push_str(&plot_note);
     }
+    if to_stdout {
+        crate::print_err(&t)
+    } else {
+        crate::print_out(&t)
+    }
+}
+
+/// The readable table.
+fn write_table(
+    t: &mut String,
+    args: &ExplainArgs,
+    r: &crate::replay::Replayed,
+    rows: &[(Option<&FlowKey>, &FlowRow)],
+    shown: usize,
+) {
     let s = &r.stats;
     let out = report::frames_out(s);
-    writeln!(
-        stdout,
-        "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {}{}); {} flows, worst first",
+    let small = |row: &FlowRow| row.frames_in < args.min_frames;
+    let _ = writeln!(
+        t,
+        "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {}{}); {} flows, worst aggregation first",
         r.info.input,
         s.frames_in,
         out,
@@ -247,7 +378,7 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
             None => String::new(),
         },
         rows.len()
-    )?;
+    );
     let name_w = rows
         .iter()
         .take(shown)
@@ -255,12 +386,24 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
         .max()
         .unwrap_or(4)
         .max(4);
-    writeln!(
-        stdout,
+    let _ = writeln!(
+        t,
         "{:<name_w$}  {:>8}  {:>8}  {:>6}  {:>9}  {:>7}  why segments ended (most frequent first)",
         "flow", "frames", "out", "ratio", "mean seg", "acks"
-    )?;
+    );
+    let mut in_small = false;
     for (k, row) in rows.iter().take(shown) {
+        if k.is_some() && small(row) && !in_small {
+            in_small = true;
+            let _ = writeln!(
+                t,
+                "-- flows of fewer than {} frames (--min-frames), worst first: short connections aggregate little and rarely matter",
+                args.min_frames
+            );
+        }
+        if k.is_none() {
+            let _ = writeln!(t, "-- frames of no TCP flow");
+        }
         let mean = row
             .mean_segment()
             .map_or("-".to_string(), |m| format!("{m:.0}"));
@@ -270,28 +413,32 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
             .map(|(n, c)| format!("{n} {c}"))
             .collect::<Vec<_>>()
             .join(", ");
-        writeln!(
-            stdout,
+        let _ = writeln!(
+            t,
             "{:<name_w$}  {:>8}  {:>8}  {:>6.2}  {:>9}  {:>7}  {}",
             flow_name(*k),
             row.frames_in,
             row.segments,
             row.ratio(),
             mean,
-            row.released,
+            row.absorbed,
             why
-        )?;
+        );
     }
     if shown < rows.len() {
-        writeln!(
-            stdout,
+        let _ = writeln!(
+            t,
             "... {} more flows (--top 0 shows all)",
             rows.len() - shown
-        )?;
+        );
     }
-    writeln!(
-        stdout,
-        "reasons: alone:X = delivered without being held (X: why it could not be merged); other names = why a held segment was completed (flush_all: end of burst)"
-    )?;
-    Ok(())
+    let _ = writeln!(
+        t,
+        "columns: frames offered, frames delivered up (out), their ratio, mean TCP payload per data segment in bytes, pure ACKs absorbed into a newer ACK (acks)"
+    );
+    let _ = writeln!(
+        t,
+        "reasons: alone:X = delivered as it came, never held (X: why it could not be merged); other names = why a held segment was completed:"
+    );
+    t.push_str(&report::legend(s, "  ", report::Names::Explain));
 }

@@ -6,14 +6,16 @@
 //! - `lro bench [INPUT]`: nanoseconds per input frame of parse + coalesce + header fix-up + emit.
 //!
 //! Without INPUT the built-in capture (`data/default.pcap.xz`, made by
-//! `scripts/make-capture.sh` from real Linux TCP traffic) is used. Bad input (a missing,
-//! truncated, garbage or unsupported file) gives one message naming the file and exit status 2.
+//! `scripts/make-capture.sh` from real Linux TCP traffic) is used; `-` reads standard input.
+//! Every failure is one line on standard error and an exit status of its kind ([`EXIT_STATUS`]).
 
 mod alloc_count;
 mod bench;
 mod capture;
 mod engine;
 mod explain;
+mod output;
+mod plot;
 mod progress;
 mod replay;
 mod report;
@@ -24,6 +26,15 @@ use clap::{Parser, Subcommand};
 
 #[global_allocator]
 static ALLOCATOR: alloc_count::Counting = alloc_count::Counting;
+
+/// The exit statuses, as `--help` prints them.
+pub(crate) const EXIT_STATUS: &str = "\
+Exit status:
+  0  success
+  1  internal error (a bug: please report it)
+  2  usage error: an unknown option, a bad value, options that do not go together
+  3  the input cannot be read or is not a capture this tool reads
+  4  an output cannot be written (or is refused: the input file, a terminal)";
 
 /// A usage problem clap cannot detect (exit status 2).
 #[derive(Debug)]
@@ -39,7 +50,7 @@ impl std::error::Error for UsageError {}
 
 /// TCP receive coalescing (LRO/GRO) on packet captures.
 #[derive(Debug, Parser)]
-#[command(name = "lro", version, about, long_about = None)]
+#[command(name = "lro", version, about, long_about = None, after_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -47,34 +58,73 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Coalescer a capture in bursts, write the emitted frames (-o), print a summary.
+    /// Coalesce a capture in bursts, write the delivered frames (-o), print a summary.
+    #[command(after_help = EXIT_STATUS)]
     Replay(replay::ReplayArgs),
-    /// Per-flow aggregation and why segments ended, worst flows first.
+    /// Per-flow aggregation and why segments ended, worst flows first; --plot draws it.
+    #[command(after_help = EXIT_STATUS)]
     Explain(explain::ExplainArgs),
-    /// Measure nanoseconds per input frame (parse + coalesce + header fix-up + emit).
+    /// Measure nanoseconds per input frame of the engine alone (parse + coalesce + header
+    /// fix-up + emit).
+    #[command(after_help = EXIT_STATUS)]
     Bench(bench::BenchArgs),
 }
 
+/// Stack of the thread that runs a command: engines are values of up to several megabytes
+/// (1024 flows of 64 frames), which an unoptimised build moves through the stack when it boxes
+/// them. Only the pages touched are ever committed.
+const STACK: usize = 256 << 20;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match &cli.command {
+    let run = move || match &cli.command {
         Command::Replay(a) => replay::command(a),
         Command::Explain(a) => explain::command(a),
         Command::Bench(a) => bench::command(a),
+    };
+    let result = match std::thread::Builder::new().stack_size(STACK).spawn(run) {
+        Ok(worker) => worker
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("internal error: the command panicked"))),
+        Err(e) => Err(anyhow::anyhow!("cannot start the command's thread: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lro: error: {e:#}");
-            // Bad input and bad usage: 2, like clap's own usage errors. Anything else (the
-            // output file cannot be written, an internal inconsistency): 1.
-            if e.chain()
-                .any(|c| c.is::<capture::InputError>() || c.is::<UsageError>())
-            {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            ExitCode::from(exit_status(&e))
         }
     }
+}
+
+/// The exit status of an error, by its kind ([`EXIT_STATUS`]).
+fn exit_status(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.is::<UsageError>()) {
+        2
+    } else if e.chain().any(|c| c.is::<capture::InputError>()) {
+        3
+    } else if e.chain().any(|c| c.is::<output::OutputError>()) {
+        4
+    } else {
+        1
+    }
+}
+
+/// Prints a report on standard output; a failure to write it is an output error.
+pub(crate) fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| output::OutputError(format!("stdout: cannot write: {e}")).into())
+}
+
+/// Prints a report on standard error (when standard output carries a pcap).
+pub(crate) fn print_err(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    std::io::stderr()
+        .lock()
+        .write_all(text.as_bytes())
+        .map_err(|e| output::OutputError(format!("stderr: cannot write: {e}")).into())
 }

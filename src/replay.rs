@@ -1,11 +1,12 @@
 //! `lro replay`: coalesce a capture as a receive path would, write what comes out, summarise.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use lro_core::FlowKey;
 use lro_core::{LinkKind, RxMeta, Segment, Sink, Stats};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
@@ -13,6 +14,7 @@ use pcap_file::{DataLink, Endianness, TsResolution};
 use crate::capture::{Capture, Link};
 use crate::engine::{drive, with_engine, EngineArgs, Frame, Output, Schedule, WithEngine};
 use crate::explain::FlowTable;
+use crate::output::{OutFile, OutputError};
 use crate::report::{self, RunInfo};
 
 /// Snap length of the output pcap: room for a 64 KB segment and any link header.
@@ -30,52 +32,184 @@ pub(crate) struct HoldArgs {
     pub(crate) timeout_us: u64,
 }
 
+/// `--order`: the order of the frames in the output pcap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Order {
+    /// The input's order across flows: each output frame where its first data frame arrived (a
+    /// merged pure ACK where its newest ACK arrived); a frame waits for other flows' held
+    /// segments that arrived before it. Reads like the input in Wireshark.
+    Arrival,
+    /// The order the engine delivered frames, as the stack above sees them: frames of one flow
+    /// can overtake another flow's held segment (legal: TCP orders only within a flow).
+    Delivery,
+}
+
 /// `lro replay` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ReplayArgs {
-    /// Capture to replay: pcap or pcapng, optionally .xz-compressed [default: the built-in
-    /// capture].
+    /// Capture to replay: pcap or pcapng, optionally .xz-compressed; `-` reads standard input
+    /// [default: the built-in capture].
     pub(crate) input: Option<PathBuf>,
-    /// Write every emitted frame, in emission order, to this pcap.
+    /// Write the frames delivered up to this pcap (`-`: standard output, the summary then goes
+    /// to standard error). Written beside it under a temporary name and renamed when the run
+    /// succeeds, so a failed run leaves an existing file as it was; the input file is refused.
     #[arg(short, long)]
     pub(crate) output: Option<PathBuf>,
+    /// Order of the frames in the output pcap. Every frame is stamped with the capture time at
+    /// which it was written (delivered, or let go by the arrival-order buffer), so timestamps
+    /// never go backwards where the input's did not.
+    #[arg(long, value_enum, default_value_t = Order::Arrival, requires = "output")]
+    pub(crate) order: Order,
     #[command(flatten)]
     pub(crate) engine: EngineArgs,
     #[command(flatten)]
     pub(crate) hold: HoldArgs,
-    /// Print one JSON object instead of the readable summary.
+    /// Print one JSON object instead of the readable summary (and no progress bar).
     #[arg(long)]
     pub(crate) json: bool,
 }
 
-/// A failure writing the output file (exit status 1, not a bad-input error).
-#[derive(Debug)]
-pub(crate) struct OutputError(pub(crate) String);
+/// The output pcap and its writing order.
+struct PcapOut {
+    writer: PcapWriter<BufWriter<OutFile>>,
+    /// The output's name for messages.
+    name: String,
+    order: Order,
+    reorder: Reorder,
+    /// Per flow: the newest pure ACK absorbed since the flow's last delivery (arrival order
+    /// places a merged ACK where its newest ACK arrived).
+    absorbed: HashMap<FlowKey, u64>,
+    /// First write error; later frames are not written.
+    error: Option<String>,
+}
 
-impl std::fmt::Display for OutputError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl PcapOut {
+    fn write(&mut self, ts_ns: u64, bytes: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        let packet = PcapPacket::new(Duration::from_nanos(ts_ns), bytes.len() as u32, bytes);
+        if let Err(e) = self.writer.write_packet(&packet) {
+            self.error = Some(format!("{}: cannot write: {}", self.name, describe(&e)));
+        }
+    }
+
+    /// A frame or segment delivered at `now`: written at once, or when every frame that
+    /// arrived before `key` has been delivered or absorbed.
+    fn deliver(&mut self, now: u64, key: u64, bytes: Vec<u8>) {
+        match self.order {
+            Order::Delivery => {
+                self.write(now, &bytes);
+                self.reorder.recycle(bytes);
+            }
+            Order::Arrival => {
+                self.reorder.pending.insert(key, bytes);
+                self.drain(now, false);
+            }
+        }
+    }
+
+    /// Writes what the arrival order lets go (everything when `all`).
+    fn drain(&mut self, now: u64, all: bool) {
+        while let Some(bytes) = self.reorder.pop_ready(all) {
+            self.write(now, &bytes);
+            self.reorder.recycle(bytes);
+        }
+    }
+
+    /// Writes what is left, flushes and commits the file; reports the first write error.
+    fn finish(mut self, now: u64) -> Result<()> {
+        self.drain(now, true);
+        if let Some(e) = self.error {
+            return Err(OutputError(e).into());
+        }
+        let name = self.name;
+        let out = self
+            .writer
+            .into_writer()
+            .into_inner()
+            .map_err(|e| OutputError(format!("{name}: cannot write: {}", e.error())))?;
+        out.commit()?;
+        Ok(())
     }
 }
 
-impl std::error::Error for OutputError {}
+/// A pcap-file error in words (its own text for I/O errors is "Error reading bytes").
+fn describe(e: &pcap_file::PcapError) -> String {
+    match e {
+        pcap_file::PcapError::IoError(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
 
-/// The output pcap.
-struct PcapOut {
-    writer: PcapWriter<BufWriter<File>>,
-    path: String,
+/// The arrival-order buffer: frames wait here until every frame that arrived before theirs
+/// has been delivered or absorbed.
+#[derive(Debug, Default)]
+struct Reorder {
+    /// Every arrival index below this one has been delivered or absorbed.
+    low: u64,
+    /// Delivered-or-absorbed flags of the arrival indices from `low` on.
+    done: VecDeque<bool>,
+    /// Output frames waiting, by arrival index.
+    pending: BTreeMap<u64, Vec<u8>>,
+    /// Buffers to reuse.
+    spare: Vec<Vec<u8>>,
+}
+
+impl Order {
+    /// The value's name, as in `--order`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Order::Arrival => "arrival",
+            Order::Delivery => "delivery",
+        }
+    }
+}
+
+impl Reorder {
+    /// Frame `index` has left the engine (delivered or absorbed).
+    fn mark(&mut self, index: u64) {
+        let Some(i) = index
+            .checked_sub(self.low)
+            .and_then(|i| usize::try_from(i).ok())
+        else {
+            return;
+        };
+        if i >= self.done.len() {
+            self.done.resize(i + 1, false);
+        }
+        self.done[i] = true;
+        while self.done.front() == Some(&true) {
+            self.done.pop_front();
+            self.low += 1;
+        }
+    }
+
+    /// The first waiting frame, if nothing that arrived before it is still in the engine.
+    fn pop_ready(&mut self, all: bool) -> Option<Vec<u8>> {
+        let entry = self.pending.first_entry()?;
+        (all || *entry.key() < self.low).then(|| entry.remove())
+    }
+
+    fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    fn recycle(&mut self, mut bytes: Vec<u8>) {
+        bytes.clear();
+        self.spare.push(bytes);
+    }
 }
 
 /// The sink of `replay` and `explain`: writes frames, counts them per flow, recycles nothing.
 pub(crate) struct ReplaySink {
     out: Option<PcapOut>,
-    /// First write error; later frames are not written.
-    error: Option<String>,
     /// Per-flow counters (explain).
     pub(crate) flows: Option<FlowTable>,
-    /// How released frames are parsed for their flow.
+    /// How absorbed frames are parsed for their flow.
     link: LinkKind,
-    scratch: Vec<u8>,
+    /// The receive path's clock: capture time of the frame being offered.
+    now: u64,
     /// Frames delivered up (segments count once).
     pub(crate) delivered: u64,
 }
@@ -84,71 +218,80 @@ impl ReplaySink {
     fn new(out: Option<PcapOut>, flows: Option<FlowTable>, cap: &Capture) -> Self {
         ReplaySink {
             out,
-            error: None,
             flows,
             link: match cap.link {
                 Link::Ethernet => LinkKind::Ethernet,
                 _ => LinkKind::RawIp,
             },
-            scratch: Vec::with_capacity(OUT_SNAPLEN as usize),
+            now: 0,
             delivered: 0,
         }
     }
 
-    fn write(&mut self, ts_ns: u64) {
-        let (Some(out), None) = (&mut self.out, &self.error) else {
-            return;
-        };
-        let len = self.scratch.len() as u32;
-        let packet = PcapPacket::new(Duration::from_nanos(ts_ns), len, &self.scratch);
-        if let Err(e) = out.writer.write_packet(&packet) {
-            self.error = Some(format!("{}: cannot write: {e}", out.path));
-        }
-    }
-
-    /// Flushes the output file; reports the first write error.
-    fn finish(self) -> Result<(Option<FlowTable>, u64)> {
-        if let Some(e) = self.error {
-            return Err(OutputError(e).into());
-        }
+    /// Writes the rest and commits the output file; reports the first write error.
+    fn finish(self) -> Result<Option<FlowTable>> {
         if let Some(out) = self.out {
-            let path = out.path;
-            out.writer
-                .into_writer()
-                .flush()
-                .map_err(|e| OutputError(format!("{path}: cannot write: {e}")))?;
+            out.finish(self.now)?;
         }
-        Ok((self.flows, self.delivered))
+        Ok(self.flows)
     }
 }
 
 impl Sink<Frame> for ReplaySink {
     fn segment(&mut self, seg: Segment<'_, Frame>) {
         self.delivered += 1;
+        let info = seg.info();
         if let Some(flows) = &mut self.flows {
-            flows.segment(seg.info());
+            flows.segment(info, self.now);
         }
-        if self.out.is_some() {
-            let Some(head) = seg.frames().next() else {
-                return;
-            };
-            let ts = head.ts_ns;
-            self.scratch.clear();
-            self.scratch.extend_from_slice(head.link_header());
-            for chunk in seg.chunks() {
-                self.scratch.extend_from_slice(chunk);
-            }
-            self.write(ts);
+        let Some(out) = &mut self.out else {
+            return;
+        };
+        let Some(head) = seg.frames().next() else {
+            return;
+        };
+        let absorbed = info.flow.and_then(|k| out.absorbed.remove(&k));
+        let mut newest = head.index;
+        for f in seg.frames() {
+            out.reorder.mark(f.index);
+            newest = newest.max(f.index);
         }
+        let key = if info.payload_len == 0 {
+            // A pure ACK carries the values of the newest ACK it absorbed: it goes where that
+            // one arrived, after the data it acknowledges.
+            newest.max(absorbed.unwrap_or(0))
+        } else {
+            // Data goes where its first byte arrived, before any ACK of it. Only the head can
+            // be without payload (a held pure ACK that data was appended to): then the data
+            // starts with the second frame.
+            let skip = usize::from(info.frames.saturating_sub(info.gso_segs));
+            seg.frames().nth(skip).map_or(head.index, |f| f.index)
+        };
+        let mut bytes = out.reorder.buffer();
+        bytes.extend_from_slice(head.link_header());
+        for chunk in seg.chunks() {
+            bytes.extend_from_slice(chunk);
+        }
+        out.deliver(self.now, key, bytes);
     }
 
     fn release(&mut self, frame: Frame) {
+        let wanted = self.flows.is_some() || self.out.is_some();
+        let key = wanted
+            .then(|| {
+                lro_core::parse::flow_key(frame.as_ref(), &RxMeta::ethernet(0).with_link(self.link))
+            })
+            .flatten();
         if let Some(flows) = &mut self.flows {
-            let key = lro_core::parse::flow_key(
-                frame.as_ref(),
-                &RxMeta::ethernet(0).with_link(self.link),
-            );
-            flows.released(key);
+            flows.absorbed(key);
+        }
+        if let Some(out) = &mut self.out {
+            if let Some(k) = key {
+                let newest = out.absorbed.entry(k).or_insert(frame.index);
+                *newest = (*newest).max(frame.index);
+            }
+            out.reorder.mark(frame.index);
+            out.drain(self.now, false);
         }
     }
 }
@@ -157,13 +300,18 @@ impl Output for ReplaySink {
     fn bypass(&mut self, frame: Frame) {
         self.delivered += 1;
         if let Some(flows) = &mut self.flows {
-            flows.bypassed();
+            flows.bypassed(self.now);
         }
-        if self.out.is_some() {
-            self.scratch.clear();
-            self.scratch.extend_from_slice(&frame.buf);
-            self.write(frame.ts_ns);
+        if let Some(out) = &mut self.out {
+            out.reorder.mark(frame.index);
+            let mut bytes = out.reorder.buffer();
+            bytes.extend_from_slice(&frame.buf);
+            out.deliver(self.now, frame.index, bytes);
         }
+    }
+
+    fn now(&mut self, ts_ns: u64) {
+        self.now = ts_ns;
     }
 }
 
@@ -175,6 +323,10 @@ pub(crate) struct Replayed {
     pub(crate) flows: Option<FlowTable>,
     /// What was run.
     pub(crate) info: RunInfo,
+    /// The output pcap went to standard output.
+    pub(crate) to_stdout: bool,
+    /// The input file's identity (not to be overwritten by other outputs).
+    pub(crate) input_id: Option<crate::output::FileId>,
 }
 
 /// The burst loop as a job for [`with_engine`].
@@ -198,13 +350,25 @@ impl WithEngine for Job<'_> {
     }
 }
 
+/// What a replay writes and shows besides its counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Outputs<'a> {
+    /// The output pcap and its order.
+    pub(crate) pcap: Option<(&'a Path, Order)>,
+    /// Count per flow (explain).
+    pub(crate) per_flow: bool,
+    /// Also record every delivery per flow, for a picture (explain --plot).
+    pub(crate) points: bool,
+    /// A progress bar on a terminal (not with --json).
+    pub(crate) progress: bool,
+}
+
 /// Loads the input and replays it through the engine; used by `replay` and `explain`.
 pub(crate) fn run(
-    input: Option<&std::path::Path>,
-    output: Option<&std::path::Path>,
+    input: Option<&Path>,
     engine_args: &EngineArgs,
     hold: &HoldArgs,
-    per_flow: bool,
+    outputs: Outputs<'_>,
 ) -> Result<Replayed> {
     engine_args.validate()?;
     if engine_args.rss_sort && hold.hold {
@@ -216,11 +380,12 @@ pub(crate) fn run(
     let cap = Capture::load(input)?;
     let load_time = t0.elapsed();
 
-    let out = match output {
-        Some(p) => {
-            let path = p.display().to_string();
-            let file =
-                File::create(p).map_err(|e| OutputError(format!("{path}: cannot create: {e}")))?;
+    let mut to_stdout = false;
+    let out = match outputs.pcap {
+        Some((p, order)) => {
+            let file = OutFile::open(p, cap.id, &cap.name, "a binary pcap")?;
+            let name = file.name().to_string();
+            to_stdout = file.is_stdout();
             let header = PcapHeader {
                 snaplen: OUT_SNAPLEN,
                 datalink: DataLink::from(cap.link_number),
@@ -228,13 +393,27 @@ pub(crate) fn run(
                 endianness: Endianness::native(),
                 ..PcapHeader::default()
             };
-            let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 20, file), header)
-                .map_err(|e| OutputError(format!("{path}: cannot write: {e}")))?;
-            Some(PcapOut { writer, path })
+            let writer =
+                PcapWriter::with_header(BufWriter::with_capacity(1 << 20, file), header)
+                    .map_err(|e| OutputError(format!("{name}: cannot write: {}", describe(&e))))?;
+            Some(PcapOut {
+                writer,
+                name,
+                order,
+                reorder: Reorder::default(),
+                absorbed: HashMap::new(),
+                error: None,
+            })
         }
         None => None,
     };
-    let mut sink = ReplaySink::new(out, per_flow.then(FlowTable::default), &cap);
+    let output_name = out.as_ref().map(|o| o.name.clone());
+    let table = match (outputs.per_flow, outputs.points) {
+        (_, true) => Some(FlowTable::with_points()),
+        (true, false) => Some(FlowTable::default()),
+        (false, false) => None,
+    };
+    let mut sink = ReplaySink::new(out, table, &cap);
 
     let mut config = engine_args.config();
     if hold.hold {
@@ -244,7 +423,7 @@ pub(crate) fn run(
         burst: usize::try_from(engine_args.burst).unwrap_or(usize::MAX),
         hold: hold.hold,
     };
-    let bar = crate::progress::bar(cap.records.len() as u64);
+    let bar = crate::progress::bar(cap.records.len() as u64, outputs.progress);
     let t1 = Instant::now();
     let job = Job {
         cap: &cap,
@@ -254,9 +433,8 @@ pub(crate) fn run(
         bar: &bar,
     };
     let stats = with_engine(engine_args, config, job)?;
-    let run_time = t1.elapsed();
     bar.finish_and_clear();
-    let (flows, delivered) = sink.finish()?;
+    let delivered = sink.delivered;
     debug_assert_eq!(delivered, report::frames_out(&stats));
     anyhow::ensure!(
         delivered == report::frames_out(&stats) && stats.is_conserved(),
@@ -264,6 +442,9 @@ pub(crate) fn run(
         report::frames_out(&stats),
         stats.is_conserved()
     );
+    // Only a consistent run replaces the output file.
+    let flows = sink.finish()?;
+    let run_time = t1.elapsed();
 
     let info = RunInfo {
         input: cap.name.clone(),
@@ -277,25 +458,40 @@ pub(crate) fn run(
         rss_sort: engine_args.rss_sort,
         load_time,
         run_time,
-        output: output.map(|p| p.display().to_string()),
+        output: output_name,
+        order: outputs.pcap.map(|(_, o)| o.name()),
     };
-    Ok(Replayed { stats, flows, info })
+    Ok(Replayed {
+        stats,
+        flows,
+        info,
+        to_stdout,
+        input_id: cap.id,
+    })
 }
 
 /// `lro replay`.
 pub(crate) fn command(args: &ReplayArgs) -> Result<()> {
     let r = run(
         args.input.as_deref(),
-        args.output.as_deref(),
         &args.engine,
         &args.hold,
-        false,
+        Outputs {
+            pcap: args.output.as_deref().map(|p| (p, args.order)),
+            per_flow: false,
+            points: false,
+            progress: !args.json,
+        },
     )?;
-    let mut stdout = std::io::stdout().lock();
-    if args.json {
-        writeln!(stdout, "{}", report::json(&r.info, &r.stats))?;
+    let text = if args.json {
+        format!("{}\n", report::json(&r.info, &r.stats))
     } else {
-        write!(stdout, "{}", report::text(&r.info, &r.stats))?;
+        report::text(&r.info, &r.stats)
+    };
+    // With the pcap on standard output, the summary goes to standard error.
+    if r.to_stdout {
+        crate::print_err(&text)
+    } else {
+        crate::print_out(&text)
     }
-    Ok(())
 }

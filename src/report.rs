@@ -33,6 +33,104 @@ pub(crate) struct RunInfo {
     pub(crate) run_time: Duration,
     /// Output file, if any.
     pub(crate) output: Option<String>,
+    /// Its frame order (`--order`).
+    pub(crate) order: Option<&'static str>,
+}
+
+/// What a pass-through reason means, in a few words.
+pub(crate) fn pass_meaning(r: PassReason) -> &'static str {
+    match r {
+        PassReason::NotIp => "not IPv4 or IPv6 (ARP, LLDP, ...)",
+        PassReason::NotTcp => "IP but not TCP",
+        PassReason::Malformed => "truncated or inconsistent headers",
+        PassReason::IpOptions => "IPv4 header with options",
+        PassReason::Fragment => "an IP fragment",
+        PassReason::BadIpChecksum => "wrong IPv4 header checksum",
+        PassReason::BadTcpChecksum => "wrong TCP checksum",
+        PassReason::BadEncapChecksum => "wrong checksum in the tunnel header (GRE)",
+        PassReason::Encap => "a tunnel header that is never merged (GRE sequence or routing flag)",
+        PassReason::Unverified => "checksum not verified: never merged",
+        PassReason::Padding => "padding after the IP datagram that cannot be trimmed",
+        PassReason::Control => "SYN, RST or URG: never merged",
+        PassReason::PushFin => {
+            "PSH or FIN on a frame that starts no segment: delivered at once, as Linux does"
+        }
+        PassReason::PureAck => "a pure ACK under --policy gro: never merged",
+        PassReason::DupAck => "a duplicate ACK: never merged, it tells the sender of a loss",
+        PassReason::Options => "TCP options other than timestamps (SACK among them)",
+        PassReason::UnknownAck => {
+            "a pure ACK of a flow whose ACK state is not known yet (it could be a duplicate)"
+        }
+    }
+}
+
+/// What a flush reason means, in a few words.
+pub(crate) fn flush_meaning(r: FlushReason) -> &'static str {
+    match r {
+        FlushReason::FlushAll => "the end of a burst (a driver poll) flushed everything held",
+        FlushReason::Idle => "idle longer than --timeout-us",
+        FlushReason::MaxHold => "held longer than the maximum hold time",
+        FlushReason::Evicted => "the flow table was full and this flow was the least recently used",
+        FlushReason::SizeLimit => "the next frame would have passed 64 KB",
+        FlushReason::FrameLimit => "as many frames as a segment may hold",
+        FlushReason::PushFin => "PSH or FIN merged: the segment is complete",
+        FlushReason::ShortSegment => "a frame shorter than the MSS merged: the segment is complete",
+        FlushReason::SeqGap => "the next frame did not start where the segment ended",
+        FlushReason::Ack => "the ACK number changed (gro) or went backwards (lro)",
+        FlushReason::Flags => "the TCP flags differ",
+        FlushReason::Window => "the TCP window differs (gro)",
+        FlushReason::Options => "the TCP options differ, or a timestamp went backwards",
+        FlushReason::IpFields => "TTL, TOS/ECN or DF differ",
+        FlushReason::IpId => "the IPv4 ID is neither incrementing nor fixed (gro)",
+        FlushReason::Mss => "a frame longer than the flow's MSS (gro)",
+        FlushReason::Encap => "the tunnel headers may not be merged",
+        FlushReason::Unmergeable => {
+            "a frame of the flow that cannot be merged arrived; the segment goes before it"
+        }
+        FlushReason::Unknown => "a TCP frame with unreadable ports arrived for the same addresses",
+    }
+}
+
+/// How a legend names the reasons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Names {
+    /// `push_fin  alone: ...` and `push_fin  flush: ...`, as `replay` lists them.
+    Replay,
+    /// `alone:push_fin  ...` and `push_fin  ...`, as `explain` lists them.
+    Explain,
+}
+
+/// The legend lines for the reasons with non-zero counters, one per reason.
+pub(crate) fn legend(s: &Stats, indent: &str, names: Names) -> String {
+    let mut t = String::new();
+    let rows: Vec<(String, &str)> = PassReason::ALL
+        .iter()
+        .filter(|r| s.passed[r.index()] > 0)
+        .map(|&r| match names {
+            Names::Replay => (r.name().to_string(), pass_meaning(r)),
+            Names::Explain => (format!("alone:{}", r.name()), pass_meaning(r)),
+        })
+        .chain(
+            FlushReason::ALL
+                .iter()
+                .filter(|r| s.flushes[r.index()] > 0)
+                .map(|&r| (r.name().to_string(), flush_meaning(r))),
+        )
+        .collect();
+    let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let passes = PassReason::ALL
+        .iter()
+        .filter(|r| s.passed[r.index()] > 0)
+        .count();
+    for (i, (name, meaning)) in rows.into_iter().enumerate() {
+        let kind = match (names, i < passes) {
+            (Names::Explain, _) => "",
+            (Names::Replay, true) => "alone: ",
+            (Names::Replay, false) => "flush: ",
+        };
+        let _ = writeln!(t, "{indent}{name:<w$}  {kind}{meaning}");
+    }
+    t
 }
 
 /// Frames delivered up: every segment counts once, a frame passed alone counts once.
@@ -106,7 +204,7 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     );
     let _ = writeln!(
         t,
-        "data frames  {} in, {} out: {:.2} data frames per data segment (Linux GRO's figure)",
+        "data frames  {} in, {} out: {:.2} data frames per data segment (frames with TCP payload only, as Linux counts GRO)",
         s.data_in,
         s.data_out,
         ratio(s.data_in, s.data_out)
@@ -121,9 +219,12 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     );
     let _ = writeln!(
         t,
-        "ACKs merged  {} (superseded pure ACKs released: {})",
-        s.acks_merged, s.released
+        "ACKs merged  {} pure ACKs absorbed: superseded by a newer ACK of their flow, so not delivered",
+        s.acks_merged
     );
+    if s.absorbed != s.acks_merged {
+        let _ = writeln!(t, "absorbed     {} frames in all", s.absorbed);
+    }
     if s.trimmed > 0 || s.evictions > 0 {
         let _ = writeln!(
             t,
@@ -145,14 +246,25 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     let ns = info.run_time.as_nanos() as f64;
     let _ = writeln!(
         t,
-        "time         {:.1} ms replay ({:.0} ns per input frame, output writing included), {:.1} ms reading input",
+        "time         {:.1} ms replay, {:.0} ns per input frame: one cold pass copying each frame into a new buffer, {}coalescing{} (`lro bench` times the engine alone, warmed up); {:.1} ms reading input",
         ns / 1e6,
         if s.frames_in > 0 { ns / s.frames_in as f64 } else { 0.0 },
+        if info.csum == "verify" { "verifying checksums, " } else { "" },
+        if info.output.is_some() { ", writing the output" } else { "" },
         info.load_time.as_secs_f64() * 1e3
     );
     if let Some(o) = &info.output {
-        let _ = writeln!(t, "output       {o} ({out} frames)");
+        let _ = writeln!(
+            t,
+            "output       {o} ({out} frames, {} order)",
+            info.order.unwrap_or("delivery")
+        );
     }
+    let _ = writeln!(
+        t,
+        "reasons      alone: delivered as it came, never held; flush: why a held segment was completed"
+    );
+    t.push_str(&legend(s, "  ", Names::Replay));
     t
 }
 
@@ -187,7 +299,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "data_frames_out": s.data_out,
         "data_ratio": ratio(s.data_in, s.data_out),
         "acks_merged": s.acks_merged,
-        "released": s.released,
+        "absorbed": s.absorbed,
         "trimmed": s.trimmed,
         "evictions": s.evictions,
         "predicted": s.predicted,
@@ -197,5 +309,6 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "load_ms": info.load_time.as_secs_f64() * 1e3,
         "run_ms": info.run_time.as_secs_f64() * 1e3,
         "output": info.output,
+        "order": info.order,
     })
 }

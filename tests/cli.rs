@@ -250,8 +250,8 @@ fn check_counts(v: &Value, input_frames: usize, output: Option<&Pcap>) {
     );
     assert_eq!(
         frames_in,
-        frames_out + u(v, "frames_merged") + u(v, "released"),
-        "every input frame is delivered, merged into a segment, or released: {v}"
+        frames_out + u(v, "frames_merged") + u(v, "absorbed"),
+        "every input frame is delivered, merged into a segment, or absorbed: {v}"
     );
     let passed: u64 = v["passed"]
         .as_object()
@@ -525,7 +525,7 @@ fn raw_ip_and_cooked_captures_replay_like_ethernet() {
             "frames_in",
             "frames_out",
             "frames_merged",
-            "released",
+            "absorbed",
             "coalesced",
         ] {
             assert_eq!(v[f], base[f], "{name}: {f}");
@@ -571,7 +571,7 @@ fn pcapng_input_with_nanosecond_timestamps_matches_pcap() {
             "frames_in",
             "frames_out",
             "frames_merged",
-            "released",
+            "absorbed",
             "flushes",
             "passed",
         ] {
@@ -656,13 +656,13 @@ fn frames_the_engine_cannot_coalesce_pass_through_byte_identical() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Runs `lro` expecting exit status 2 and a message naming `name`.
+/// Runs `lro` expecting exit status 3 (bad input) and a message naming `name`.
 fn expect_bad_input(args: &[&str], name: &str, what: &str) {
     let out = lro(args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
-        Some(2),
+        Some(3),
         "{args:?}: exit status (stderr: {err})"
     );
     assert!(err.contains(name), "{args:?}: message names {name}: {err}");
@@ -675,7 +675,7 @@ fn expect_bad_input(args: &[&str], name: &str, what: &str) {
 }
 
 #[test]
-fn bad_inputs_exit_2_naming_the_file() {
+fn bad_inputs_exit_3_naming_the_file() {
     let dir = temp_dir("bad");
     let empty = dir.join("empty.pcap");
     std::fs::write(&empty, b"").unwrap();
@@ -720,7 +720,7 @@ fn explain_lists_every_flow_and_accounts_for_every_frame() {
     let sum = |f: &str| flows.iter().map(|r| r[f].as_u64().unwrap()).sum::<u64>();
     assert_eq!(sum("frames_in"), u(&v, "frames_in"));
     assert_eq!(sum("frames_out"), u(&v, "frames_out"));
-    assert_eq!(sum("acks_merged"), u(&v, "released"));
+    assert_eq!(sum("acks_merged"), u(&v, "absorbed"));
     // Worst first: ratios never decrease down the table.
     let ratios: Vec<f64> = flows
         .iter()
@@ -778,21 +778,631 @@ fn bench_reports_the_replay_numbers_without_allocating() {
     }
 }
 
+/// The real captures of the project's shared data (`../shared/captures` beside the checkout,
+/// or `$LRO_SHARED_CAPTURES`), when present; skipped with a note otherwise.
+fn shared_captures() -> Option<PathBuf> {
+    let dir = std::env::var_os("LRO_SHARED_CAPTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("../shared/captures"));
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!(
+            "skipped: {} not present (the project's shared captures, beside the checkout)",
+            dir.display()
+        );
+        None
+    }
+}
+
 #[test]
 fn shared_real_captures_when_present() {
-    let shared = Path::new("/work/shared/captures");
-    let files = ["tcp4_4flows_wire.pcap.xz", "tcp6_2flows_wire.pcap.xz"];
-    if !shared.join(files[0]).exists() {
-        println!("skipped: {} not present", shared.display());
+    let Some(shared) = shared_captures() else {
         return;
-    }
+    };
+    let files = ["tcp4_4flows_wire.pcap.xz", "tcp6_2flows_wire.pcap.xz"];
     let dir = temp_dir("shared");
+    let mut replayed = 0;
     for f in files {
         let path = shared.join(f);
         if path.exists() {
             replay_and_check(&dir, &path, &["--burst", "32", "--csum", "trust"]);
             replay_and_check(&dir, &path, &["--hold", "--policy", "gro"]);
+            replayed += 1;
         }
     }
+    let _ = std::fs::remove_dir_all(dir);
+    if replayed == 0 {
+        println!("skipped: none of {files:?} in {}", shared.display());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output order and timestamps.
+
+/// One direction of a TCP connection: source address and port, destination address and port.
+type Direction = (Vec<u8>, u16, Vec<u8>, u16);
+
+/// A TCP frame's facts for the order checks.
+struct Tcp {
+    flow: Direction,
+    seq: u32,
+    /// Sequence space the frame takes: payload, plus one for SYN and one for FIN.
+    len: u32,
+    ack: Option<u32>,
+    syn: bool,
+}
+
+fn tcp_of(link: u32, frame: &[u8]) -> Option<Tcp> {
+    let s = parse(link, frame).ok()?;
+    let (src, dst) = match &s.net {
+        Some(NetSlice::Ipv4(ip)) => (
+            ip.header().source().to_vec(),
+            ip.header().destination().to_vec(),
+        ),
+        Some(NetSlice::Ipv6(ip)) => (
+            ip.header().source().to_vec(),
+            ip.header().destination().to_vec(),
+        ),
+        _ => return None,
+    };
+    let Some(TransportSlice::Tcp(t)) = &s.transport else {
+        return None;
+    };
+    Some(Tcp {
+        flow: (src, t.source_port(), dst, t.destination_port()),
+        seq: t.sequence_number(),
+        len: t.payload().len() as u32 + u32::from(t.syn()) + u32::from(t.fin()),
+        ack: t.ack().then(|| t.acknowledgment_number()),
+        syn: t.syn(),
+    })
+}
+
+/// ACKs of data the file has not shown yet (what tshark marks "ACKed unseen segment"): per
+/// direction of a connection, the highest sequence number seen so far; an ACK of the other
+/// direction beyond it acknowledges bytes written later in the file.
+fn acks_of_unseen_data(p: &Pcap) -> usize {
+    // Per flow: the first sequence number seen (to compare without wrap-around) and the
+    // highest end seen, as offsets from it.
+    let mut seen: HashMap<Direction, (u32, u32)> = HashMap::new();
+    let mut unseen = 0;
+    for (_, f) in &p.frames {
+        let Some(t) = tcp_of(p.link, f) else { continue };
+        let base = seen.entry(t.flow.clone()).or_insert((t.seq, 0));
+        if t.syn {
+            *base = (t.seq, t.len);
+        } else {
+            let end = t.seq.wrapping_add(t.len).wrapping_sub(base.0);
+            if end < 1 << 31 {
+                base.1 = base.1.max(end);
+            }
+        }
+        if let Some(ack) = t.ack {
+            let (a, ap, b, bp) = t.flow;
+            if let Some(&(isn, high)) = seen.get(&(b, bp, a, ap)) {
+                let acked = ack.wrapping_sub(isn);
+                if acked < 1 << 31 && acked > high {
+                    unseen += 1;
+                }
+            }
+        }
+    }
+    unseen
+}
+
+/// Timestamps never go backwards.
+fn timestamps_non_decreasing(p: &Pcap) -> Result<(), String> {
+    match p.frames.windows(2).position(|w| w[1].0 < w[0].0) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "frame {} at {:?} after frame {} at {:?}",
+            i + 1,
+            p.frames[i + 1].0,
+            i,
+            p.frames[i].0
+        )),
+    }
+}
+
+/// Replays `input` with `opts` into `dir` and reads the output back.
+fn replay_to(dir: &Path, input: &Path, opts: &[&str]) -> Pcap {
+    let out = dir.join("order.pcap");
+    let mut args = vec![
+        "replay",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(opts);
+    lro_ok(&args);
+    read_capture(&out)
+}
+
+const ORDER_MODES: [&[&str]; 5] = [
+    &[],
+    &["--hold"],
+    &["--policy", "gro"],
+    &["--rss-sort", "--flows", "8", "--burst", "128"],
+    &["--hold", "--policy", "gro", "--timeout-us", "1000"],
+];
+
+#[test]
+fn output_timestamps_never_go_backwards() {
+    let dir = temp_dir("timestamps");
+    for input in [root().join(SMALL), root().join(DEFAULT)] {
+        timestamps_non_decreasing(&read_capture(&input)).expect("the input's are in order");
+        for opts in ORDER_MODES {
+            for order in ["arrival", "delivery"] {
+                let out = replay_to(&dir, &input, &[opts, &["--order", order]].concat());
+                if let Err(e) = timestamps_non_decreasing(&out) {
+                    panic!("{} {opts:?} --order {order}: {e}", input.display());
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--order arrival` keeps the input's order across flows: an output frame that is an input
+/// frame unchanged appears in input order, no ACK comes before the data it acknowledges, and
+/// the frames are those of `--order delivery` (which keeps each flow's order too), rearranged.
+#[test]
+fn arrival_order_keeps_the_input_order_across_flows() {
+    let dir = temp_dir("arrival");
+    let mut delivery_unseen = 0;
+    for input in [root().join(SMALL), root().join(DEFAULT)] {
+        let inp = read_capture(&input);
+        assert_eq!(acks_of_unseen_data(&inp), 0, "{}", input.display());
+        let mut index: HashMap<&[u8], Option<usize>> = HashMap::new();
+        for (i, (_, f)) in inp.frames.iter().enumerate() {
+            index
+                .entry(f.as_slice())
+                .and_modify(|e| *e = None)
+                .or_insert(Some(i));
+        }
+        for opts in ORDER_MODES {
+            let what = format!("{} {opts:?}", input.display());
+            let arrival = replay_to(&dir, &input, &[opts, &["--order", "arrival"]].concat());
+            let delivery = replay_to(&dir, &input, &[opts, &["--order", "delivery"]].concat());
+            assert_eq!(acks_of_unseen_data(&arrival), 0, "{what}");
+            delivery_unseen += acks_of_unseen_data(&delivery);
+            let unchanged: Vec<usize> = arrival
+                .frames
+                .iter()
+                .filter_map(|(_, f)| index.get(f.as_slice()).copied().flatten())
+                .collect();
+            assert!(unchanged.len() > 10, "{what}: frames passed unchanged");
+            assert!(
+                unchanged.windows(2).all(|w| w[0] < w[1]),
+                "{what}: unchanged frames out of input order: {unchanged:?}"
+            );
+            let sorted = |p: &Pcap| {
+                let mut v: Vec<Vec<u8>> = p.frames.iter().map(|(_, f)| f.clone()).collect();
+                v.sort();
+                v
+            };
+            assert!(
+                sorted(&arrival) == sorted(&delivery),
+                "{what}: other frames"
+            );
+            let per_flow = |p: &Pcap| {
+                let mut m: HashMap<_, Vec<Vec<u8>>> = HashMap::new();
+                for (_, f) in &p.frames {
+                    m.entry(tcp_of(p.link, f).map(|t| t.flow))
+                        .or_default()
+                        .push(f.clone());
+                }
+                m
+            };
+            assert!(
+                per_flow(&arrival) == per_flow(&delivery),
+                "{what}: a flow's order differs between the two orders"
+            );
+        }
+    }
+    // What arrival order is for: in delivery order another flow's ACK overtakes the held
+    // segment it acknowledges (as in Linux GRO), which the check above sees.
+    assert!(delivery_unseen > 0, "the ACK check never fires");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// tshark, an independent reader, finds nothing in arrival-order output that it does not find
+/// in the input: no "ACKed unseen segment", no spurious retransmission, no retransmission, no
+/// out-of-order segment. Skipped without tshark.
+#[test]
+fn tshark_finds_no_new_problems_in_replay_output() {
+    let tshark = Command::new("tshark").arg("--version").output();
+    if !tshark.is_ok_and(|o| o.status.success()) {
+        println!("skipped: tshark not found (apt-get install -y tshark)");
+        return;
+    }
+    let dir = temp_dir("tshark");
+    let flags = |path: &Path| -> usize {
+        let out = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(path)
+            .args([
+                "-Y",
+                "tcp.analysis.ack_lost_segment || tcp.analysis.spurious_retransmission || tcp.analysis.retransmission || tcp.analysis.out_of_order",
+                "-T",
+                "fields",
+                "-e",
+                "frame.number",
+            ])
+            .output()
+            .expect("run tshark");
+        assert!(
+            out.status.success(),
+            "tshark on {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    let mut delivery = 0;
+    for input in [root().join(SMALL), root().join(DEFAULT)] {
+        let plain = dir.join("input.pcap");
+        let inp = read_capture(&input);
+        write_pcap(&plain, inp.link, &inp.frames);
+        let before = flags(&plain);
+        for opts in ORDER_MODES {
+            // Delivery order once, to see that tshark does flag what arrival order avoids.
+            let delivery_too = opts == ["--policy", "gro"] && input.ends_with(SMALL);
+            let orders: &[&str] = if delivery_too {
+                &["arrival", "delivery"]
+            } else {
+                &["arrival"]
+            };
+            for &order in orders {
+                let out = dir.join(format!("{order}.pcap"));
+                let mut args = vec![
+                    "replay",
+                    input.to_str().unwrap(),
+                    "-o",
+                    out.to_str().unwrap(),
+                    "--order",
+                    order,
+                ];
+                args.extend_from_slice(opts);
+                lro_ok(&args);
+                let n = flags(&out);
+                if order == "arrival" {
+                    assert!(
+                        n <= before,
+                        "{} {opts:?}: tshark flags {n} frames, {before} in the input",
+                        input.display()
+                    );
+                } else {
+                    delivery += n;
+                }
+            }
+        }
+    }
+    assert!(
+        delivery > 0,
+        "tshark never flags delivery order: the check cannot fail"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output safety, standard input and output, exit statuses.
+
+/// Runs `lro` with `stdin` as standard input.
+fn lro_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lro"))
+        .args(args)
+        .current_dir(root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lro");
+    let mut pipe = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("lro output");
+    writer.join().expect("stdin writer");
+    out
+}
+
+#[test]
+fn an_output_that_is_the_input_is_refused_by_any_name() {
+    let dir = temp_dir("same-file");
+    let input = dir.join("in.pcap.xz");
+    std::fs::copy(root().join(SMALL), &input).unwrap();
+    let before = std::fs::read(&input).unwrap();
+    let hard = dir.join("hard.pcap");
+    std::fs::hard_link(&input, &hard).unwrap();
+    let soft = dir.join("soft.pcap");
+    std::os::unix::fs::symlink(&input, &soft).unwrap();
+    let dotted = dir.join(".").join("in.pcap.xz");
+    for out in [&input, &hard, &soft, &dotted] {
+        let r = lro(&[
+            "replay",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(4), "{}: {err}", out.display());
+        assert!(err.contains("is the input file"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    // Through standard input too, when it is the file.
+    let r = Command::new(env!("CARGO_BIN_EXE_lro"))
+        .args(["replay", "-", "-o", input.to_str().unwrap()])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(4), "{r:?}");
+    assert_eq!(
+        std::fs::read(&input).unwrap(),
+        before,
+        "the input is intact"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        3,
+        "no temporary file left"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn output_replaces_the_file_whole_and_leaves_no_temporary() {
+    let dir = temp_dir("replace");
+    let out = dir.join("out.pcap");
+    std::fs::write(&out, b"an old file").unwrap();
+    let link = dir.join("link.pcap");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    let v = lro_json(&["replay", SMALL, "-o", link.to_str().unwrap()]);
+    let written = read_capture(&out);
+    assert_eq!(written.frames.len() as u64, u(&v, "frames_out"));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link is kept, its target replaced"
+    );
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+    // A run that fails (here: options that do not go together) leaves the file alone.
+    let before = std::fs::read(&out).unwrap();
+    let r = lro(&[
+        "replay",
+        SMALL,
+        "-o",
+        out.to_str().unwrap(),
+        "--rss-sort",
+        "--hold",
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn dash_reads_standard_input_and_writes_standard_output() {
+    let xz = std::fs::read(root().join(SMALL)).unwrap();
+    // Input from stdin (xz-compressed, read whole), pcap to stdout, summary to stderr.
+    let r = lro_stdin(&["replay", "-", "-o", "-", "--json"], &xz);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let summary: Value = serde_json::from_slice(&r.stderr).expect("JSON summary on stderr");
+    assert_eq!(summary["input"], "stdin");
+    assert_eq!(summary["output"], "stdout");
+    let p = read_pcap_bytes(&r.stdout);
+    assert_eq!(p.frames.len() as u64, u(&summary, "frames_out"));
+    let file = lro_json(&["replay", SMALL]);
+    assert_eq!(file["frames_out"], summary["frames_out"]);
+    // /dev/stdout is standard output too: the summary moves to stderr.
+    let r = lro(&["replay", SMALL, "-o", "/dev/stdout"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(read_pcap_bytes(&r.stdout).frames.len(), p.frames.len());
+    assert!(String::from_utf8_lossy(&r.stderr).contains("aggregation ratio"));
+    // explain reads stdin as well.
+    let r = lro_stdin(&["explain", "-", "--json"], &xz);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: Value = serde_json::from_slice(&r.stdout).expect("explain JSON");
+    assert_eq!(v["frames_in"], file["frames_in"]);
+    // Garbage on stdin is a bad input named "stdin".
+    let r = lro_stdin(&["replay", "-"], b"not a capture");
+    assert_eq!(r.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("stdin: not a pcap"));
+}
+
+#[test]
+fn exit_statuses_tell_usage_input_and_output_apart() {
+    let status = |args: &[&str]| {
+        let r = lro(args);
+        let err = String::from_utf8_lossy(&r.stderr).into_owned();
+        (r.status.code(), err)
+    };
+    assert_eq!(status(&["replay", SMALL]).0, Some(0));
+    assert_eq!(status(&["replay", "--policy", "fast"]).0, Some(2));
+    assert_eq!(
+        status(&["replay", "--order", "arrival"]).0,
+        Some(2),
+        "--order needs -o"
+    );
+    assert_eq!(status(&["replay", "data/bad/garbage.pcap"]).0, Some(3));
+    let (code, err) = status(&["replay", SMALL, "-o", "/nonexistent-dir/out.pcap"]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+    // A write failure names the system's reason (not pcap-file's "Error reading bytes").
+    if Path::new("/dev/full").exists() {
+        let (code, err) = status(&["replay", SMALL, "-o", "/dev/full"]);
+        assert_eq!(code, Some(4), "{err}");
+        assert!(
+            err.contains("/dev/full: cannot write: No space left on device"),
+            "{err}"
+        );
+    }
+    let (code, err) = status(&["explain", SMALL, "--plot", "/nonexistent-dir/p.svg"]);
+    assert_eq!(code, Some(4), "{err}");
+    for cmd in [
+        &["--help"][..],
+        &["replay", "--help"],
+        &["explain", "--help"],
+    ] {
+        let help = lro_ok(cmd);
+        for line in [
+            "Exit status:",
+            "2  usage error",
+            "3  the input",
+            "4  an output",
+        ] {
+            assert!(help.contains(line), "{cmd:?} --help lacks {line:?}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The picture and the progress bar.
+
+#[test]
+fn explain_plot_writes_a_well_formed_svg_of_every_shown_flow() {
+    let dir = temp_dir("plot");
+    let svg_path = dir.join("flows.svg");
+    let v = lro_json(&[
+        "explain",
+        DEFAULT,
+        "--plot",
+        svg_path.to_str().unwrap(),
+        "--top",
+        "0",
+    ]);
+    let text = std::fs::read_to_string(&svg_path).expect("the SVG is written");
+    let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
+    let svg = doc.root_element();
+    assert_eq!(svg.tag_name().name(), "svg");
+    for attr in ["width", "height"] {
+        let n: u32 = svg
+            .attribute(attr)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("svg {attr}"));
+        assert!(n >= 400, "{attr} {n}");
+    }
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| n.text().unwrap_or("").trim().to_string())
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("lro explain") && t.contains("built-in") || t.contains(DEFAULT)),
+        "title: {texts:?}"
+    );
+    // A panel per flow, captioned with its name and counts.
+    let flows = v["flows_shown"].as_array().expect("flows");
+    assert!(flows.len() >= 2);
+    for f in flows {
+        let caption = format!(
+            "{}: {} frames in, {} out",
+            f["flow"].as_str().unwrap(),
+            f["frames_in"],
+            f["frames_out"]
+        );
+        assert!(
+            texts.iter().any(|t| t.starts_with(&caption)),
+            "no panel {caption:?} in {texts:?}"
+        );
+    }
+    // The legend: one "cause (count)" entry per delivery cause, adding up to every delivery.
+    let mut causes: HashMap<String, u64> = HashMap::new();
+    for f in flows {
+        for (k, n) in f["causes"].as_object().unwrap() {
+            *causes.entry(k.clone()).or_default() += n.as_u64().unwrap();
+        }
+    }
+    let legend: Vec<(String, u64)> = texts
+        .iter()
+        .filter_map(|t| {
+            let (name, n) = t.strip_suffix(')')?.rsplit_once(" (")?;
+            Some((name.to_string(), n.parse().ok()?))
+        })
+        .collect();
+    let listed: HashMap<String, u64> = legend.iter().cloned().collect();
+    assert_eq!(listed.len(), legend.len(), "each cause once: {legend:?}");
+    assert_eq!(listed, causes, "the legend counts every delivery by cause");
+    assert_eq!(
+        listed.values().sum::<u64>(),
+        u(&v, "frames_out"),
+        "every delivered frame is drawn"
+    );
+    // Markers: the most frequent cause is drawn as blue circles, one per delivery plus its
+    // legend entry.
+    let first = legend.iter().max_by_key(|l| l.1).expect("a cause");
+    let blue_circles = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some("#0072B2"))
+        .count() as u64;
+    assert_eq!(blue_circles, first.1 + 1, "markers of {}", first.0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Writes a capture of `n` minimal Ethernet frames (ARP: each passes the engine alone).
+fn long_capture(path: &Path, n: usize) {
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.resize(60, 0);
+    let frames: Vec<(Duration, Vec<u8>)> = (0..n)
+        .map(|i| (Duration::from_micros(i as u64), arp.clone()))
+        .collect();
+    write_pcap(path, 1, &frames);
+}
+
+/// A progress bar on a long replay only when standard error is a terminal and not with --json:
+/// run under `script` (util-linux), which gives the program a terminal, and with pipes.
+#[test]
+fn progress_bar_only_on_a_terminal_and_never_with_json() {
+    let dir = temp_dir("progress");
+    let input = dir.join("long.pcap");
+    long_capture(&input, 200_000);
+    let input = input.to_str().unwrap();
+    // Not a terminal: nothing on stderr.
+    let r = lro(&["replay", input]);
+    assert!(r.status.success());
+    assert!(
+        r.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let has_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_script {
+        println!("skipped the terminal half: `script` (util-linux) not found");
+        return;
+    }
+    let on_terminal = |extra: &str| {
+        let cmd = format!(
+            "{} replay {input} {extra} >/dev/null",
+            env!("CARGO_BIN_EXE_lro")
+        );
+        let out = Command::new("script")
+            .args(["-qfec", &cmd, "/dev/null"])
+            .output()
+            .expect("run script");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let tty = on_terminal("");
+    assert!(
+        tty.contains("coalescing") && tty.contains("frames"),
+        "no bar on a terminal: {tty:?}"
+    );
+    let tty = on_terminal("--json");
+    assert!(!tty.contains("coalescing"), "a bar with --json: {tty:?}");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -238,10 +238,11 @@ pub struct Stats {
     pub data_out: u64,
     /// Frames whose payload went into a segment headed by another frame.
     pub frames_merged: u64,
-    /// Pure ACKs absorbed (superseded) and released.
+    /// Pure ACKs absorbed (superseded by a newer ACK of their flow).
     pub acks_merged: u64,
-    /// Frames released through [`Sink::release`](crate::Sink::release).
-    pub released: u64,
+    /// Frames absorbed into a segment without being delivered, and handed back through
+    /// [`Sink::release`](crate::Sink::release) to be recycled (the pure ACKs of `acks_merged`).
+    pub absorbed: u64,
     /// Frames whose Ethernet padding was trimmed (checksum-neutral padding).
     pub trimmed: u64,
     /// Flows evicted because the table was full (also counted in `flushes`).
@@ -275,7 +276,7 @@ impl Stats {
             data_out: 0,
             frames_merged: 0,
             acks_merged: 0,
-            released: 0,
+            absorbed: 0,
             trimmed: 0,
             evictions: 0,
             predicted: 0,
@@ -296,9 +297,9 @@ impl Stats {
     }
 
     /// Conservation: once nothing is held, every frame pushed came back exactly once, inside
-    /// a segment, alone, or released.
+    /// a segment, alone, or absorbed and released.
     pub fn is_conserved(&self) -> bool {
-        self.frames_in == self.frames_out + self.released
+        self.frames_in == self.frames_out + self.absorbed
     }
 
     /// Adds another set of counters to this one (e.g. to sum per-queue engines).
@@ -311,7 +312,7 @@ impl Stats {
         self.data_out += other.data_out;
         self.frames_merged += other.frames_merged;
         self.acks_merged += other.acks_merged;
-        self.released += other.released;
+        self.absorbed += other.absorbed;
         self.trimmed += other.trimmed;
         self.evictions += other.evictions;
         self.predicted += other.predicted;

@@ -542,7 +542,7 @@ impl<const N: usize, const S: usize> H<N, S> {
         assert_eq!(self.c.held_frames(), 0, "{ctx}");
         assert!(s.is_conserved(), "{ctx}: conservation {s:?}");
         assert_eq!(s.frames_in, self.inputs.len() as u64, "{ctx}");
-        assert_eq!(s.released, self.rec.released.len() as u64, "{ctx}");
+        assert_eq!(s.absorbed, self.rec.released.len() as u64, "{ctx}");
         assert_eq!(s.segments, self.rec.out.len() as u64, "{ctx}");
         let frames: u64 = self.rec.out.iter().map(|o| u64::from(o.info.frames)).sum();
         assert_eq!(frames, s.frames_out, "{ctx}");
@@ -1258,7 +1258,7 @@ fn r11_pure_acks_gro_never_merge() {
             &[(PassReason::PureAck, 5)],
         );
         assert_eq!(h.stats().acks_merged, 0);
-        assert_eq!(h.stats().released, 0);
+        assert_eq!(h.stats().absorbed, 0);
     }
 }
 
@@ -1293,7 +1293,7 @@ fn r11_pure_acks_lro_run_collapses() {
             assert_eq!(v.payload_len, 0);
             assert_eq!(h.rec.released, vec![a2.build(), a3.build(), a4.build()]);
             assert_eq!(h.stats().acks_merged, 3);
-            assert_eq!(h.stats().released, 3);
+            assert_eq!(h.stats().absorbed, 3);
             assert_eq!(h.stats().frames_merged, 0);
             assert_eq!(h.rec.out[1].info.checksum, mode);
             h.counts(
@@ -1403,7 +1403,7 @@ fn r11_pure_ack_after_data_lro() {
         );
         assert_eq!(v.payload_len, 2 * MSS as usize);
         assert_eq!(h.stats().acks_merged, 2);
-        assert_eq!(h.stats().released, 2);
+        assert_eq!(h.stats().absorbed, 2);
         assert_eq!(h.rec.released[0], pure.build());
         h.counts(&[(FlushReason::FlushAll, 1)], &[]);
 

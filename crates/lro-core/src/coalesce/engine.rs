@@ -1039,7 +1039,7 @@ where
         e.last_time = inc.time;
         index.touch(slot);
         self.stats.acks_merged += 1;
-        self.stats.released += 1;
+        self.stats.absorbed += 1;
         if E::ENABLED && f.outer.is_some() {
             self.stats.tunnel.acks_merged += 1;
         }
