@@ -50,6 +50,7 @@
 //! buffer memory, handed out as unique fragment tokens. Every block states its `SAFETY`.
 
 mod desc;
+mod driver;
 mod ring;
 
 #[cfg(feature = "smoltcp")]
@@ -84,6 +85,7 @@ mod test_frames {
 }
 
 pub use desc::{bits, RxDescriptor};
+pub use driver::RxDriver;
 pub use ring::{
     BufferLayout, LayoutError, RingStats, RxFrame, RxRing, RxRingStorage, MAX_FRAG_SIZE,
     MIN_FRAG_SIZE,
