@@ -49,9 +49,21 @@
 //! All of it is in one private module (`desc`): volatile descriptor accesses and the DMA
 //! buffer memory, handed out as unique fragment tokens. Every block states its `SAFETY`.
 
+#[cfg(feature = "bytes")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
 mod desc;
 mod driver;
 mod ring;
+
+#[cfg(feature = "bytes")]
+#[cfg_attr(docsrs, doc(cfg(feature = "bytes")))]
+pub mod bytes;
+#[cfg(all(feature = "xdp", target_os = "linux"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "xdp", target_os = "linux"))))]
+pub mod xdp;
 
 #[cfg(feature = "smoltcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "smoltcp")))]
