@@ -20,8 +20,11 @@ use drivers_myri::smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandl
 use drivers_myri::smoltcp::socket::tcp;
 use drivers_myri::smoltcp::time::Instant;
 use drivers_myri::smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
-use drivers_myri::xdp::{XskRx, XskTx};
+use std::collections::VecDeque;
+
+use drivers_myri::xdp::{UmemFrame, XskRx, XskTx};
 use drivers_myri::RxDriver;
+use lro_core::RxMeta;
 
 /// The kernel's address (namespace b).
 pub(crate) const KERNEL_IP: &str = "198.18.0.1";
@@ -347,9 +350,109 @@ pub(crate) fn kernel_server(
     Ok((total, hash.0))
 }
 
+/// A receive driver the node can wait on.
+pub(crate) trait Wait: RxDriver {
+    fn wait_frames(&mut self, timeout: Duration);
+    fn socket(&mut self) -> &mut XskRx;
+}
+
+impl Wait for XskRx {
+    fn wait_frames(&mut self, timeout: Duration) {
+        let _ = self.wait(Some(timeout));
+    }
+
+    fn socket(&mut self) -> &mut XskRx {
+        self
+    }
+}
+
+/// A frame from the socket or one the test injects (see [`Primed`]).
+pub(crate) enum Frame {
+    Injected(Vec<u8>),
+    Umem(UmemFrame),
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Self::Injected(v) => v,
+            Self::Umem(f) => f.as_ref(),
+        }
+    }
+}
+
+impl AsMut<[u8]> for Frame {
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self {
+            Self::Injected(v) => v,
+            Self::Umem(f) => f.as_mut(),
+        }
+    }
+}
+
+/// The socket's receive half, after frames the test hands smoltcp first: with several queues,
+/// each queue's smoltcp learns the kernel's MAC from an injected ARP request (the kernel's own
+/// ARP traffic reaches one queue only).
+pub(crate) struct Primed {
+    pub(crate) first: VecDeque<Vec<u8>>,
+    pub(crate) rx: XskRx,
+}
+
+impl RxDriver for Primed {
+    type Frame = Frame;
+
+    fn receive(&mut self, now: u64) -> Option<(Frame, RxMeta)> {
+        if let Some(f) = self.first.pop_front() {
+            return Some((Frame::Injected(f), RxMeta::ethernet(now)));
+        }
+        let (f, meta) = self.rx.receive(now)?;
+        Some((Frame::Umem(f), meta))
+    }
+}
+
+impl Wait for Primed {
+    fn wait_frames(&mut self, timeout: Duration) {
+        if self.first.is_empty() {
+            let _ = self.rx.wait(Some(timeout));
+        }
+    }
+
+    fn socket(&mut self) -> &mut XskRx {
+        &mut self.rx
+    }
+}
+
+/// An ARP request from `mac`/`ip` for smoltcp's address: smoltcp fills its neighbour cache
+/// from it.
+pub(crate) fn arp_request(mac: [u8; 6], ip: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0u8; 42];
+    f[0..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    f[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    f[22..28].copy_from_slice(&mac);
+    f[28..32].copy_from_slice(&ip);
+    f[38..42].copy_from_slice(&SMOL_IP);
+    f
+}
+
+/// The MAC address of `ifname` in namespace `ns`.
+pub(crate) fn mac_of(ns: &str, ifname: &str) -> Result<[u8; 6], String> {
+    let out = output(&["ip", "-n", ns, "-br", "link", "show", "dev", ifname])?;
+    let word = out
+        .split_whitespace()
+        .find(|w| w.len() == 17 && w.matches(':').count() == 5)
+        .ok_or_else(|| format!("no MAC in {out:?}"))?;
+    let mut mac = [0u8; 6];
+    for (m, part) in mac.iter_mut().zip(word.split(':')) {
+        *m = u8::from_str_radix(part, 16).map_err(|e| e.to_string())?;
+    }
+    Ok(mac)
+}
+
 /// smoltcp on an AF_XDP socket with the coalescer in front.
-pub(crate) struct Node<'s> {
-    pub(crate) dev: LroDevice<'s, XskRx, XskTx>,
+pub(crate) struct Node<'s, R: Wait = XskRx> {
+    pub(crate) dev: LroDevice<'s, R, XskTx>,
     pub(crate) iface: Interface,
     pub(crate) sockets: SocketSet<'static>,
     pub(crate) start: WallInstant,
@@ -360,10 +463,10 @@ pub(crate) fn staging() -> Vec<u8> {
     vec![0u8; STAGING_LEN]
 }
 
-impl<'s> Node<'s> {
-    pub(crate) fn new(rx: XskRx, tx: XskTx, staging: &'s mut [u8]) -> Self {
+impl<'s, R: Wait> Node<'s, R> {
+    pub(crate) fn new(rx: R, tx: XskTx, staging: &'s mut [u8]) -> Self {
         let start = WallInstant::now();
-        let mut dev: LroDevice<'s, XskRx, XskTx> = LroDevice::new(rx, tx, staging);
+        let mut dev: LroDevice<'s, R, XskTx> = LroDevice::new(rx, tx, staging);
         let hw = HardwareAddress::Ethernet(EthernetAddress(SMOL_MAC));
         let mut iface = Interface::new(IfaceConfig::new(hw), &mut dev, Instant::from_micros(0));
         iface.update_ip_addrs(|a| {
@@ -419,15 +522,15 @@ impl<'s> Node<'s> {
                 Duration::from_micros(d.total_micros())
             })
             .min(Duration::from_millis(10));
-        let _ = self.dev.driver_mut().wait(Some(delay));
+        self.dev.driver_mut().wait_frames(delay);
     }
 
     /// Gives every frame the device holds back, drops the interface and returns the socket
     /// halves (for the frame accounting).
-    pub(crate) fn finish(self) -> (XskRx, XskTx) {
+    pub(crate) fn finish(self) -> (R, XskTx) {
         let Self { dev, .. } = self;
         let (mut rx, mut tx) = dev.into_parts();
-        rx.refill();
+        rx.socket().refill();
         tx.flush();
         (rx, tx)
     }
