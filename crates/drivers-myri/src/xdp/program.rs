@@ -97,7 +97,15 @@ pub(crate) fn in_netns<T: Send>(
 ) -> Result<T, XdpError> {
     std::thread::scope(|s| {
         s.spawn(|| {
-            sys::enter_netns(ns).map_err(|e| XdpError::os("setns", e))?;
+            // The helper starts in its creator's namespace: usually the one asked for already.
+            if !sys::in_netns(ns) {
+                sys::enter_netns(ns).map_err(|e| match e.raw_os_error() {
+                    Some(libc::EPERM) => XdpError::Permission {
+                        op: "enter the network namespace",
+                    },
+                    _ => XdpError::os("enter the network namespace", e),
+                })?;
+            }
             f()
         })
         .join()

@@ -336,6 +336,15 @@ pub(crate) fn current_netns() -> io::Result<File> {
     File::open("/proc/thread-self/ns/net")
 }
 
+/// Whether the calling thread is in the network namespace `ns` already.
+pub(crate) fn in_netns(ns: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (ns.metadata(), std::fs::metadata("/proc/thread-self/ns/net")) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Moves the calling thread into the network namespace `ns`.
 pub(crate) fn enter_netns(ns: &File) -> io::Result<()> {
     // SAFETY: `ns` is an open namespace file; setns changes only the calling thread's network

@@ -124,6 +124,14 @@ impl Net {
         };
         run(&["ip", "netns", "add", &net.ns_a])?;
         run(&["ip", "netns", "add", &net.ns_b])?;
+        // No IPv6 (router solicitations, MLD reports, DAD) on the link: the frames that cross
+        // it are the test's.
+        for ns in [&net.ns_a, &net.ns_b] {
+            run(&[
+                "ip", "netns", "exec", ns, "sh", "-c",
+                "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
+            ])?;
+        }
         let q = queues.to_string();
         run(&[
             "ip",
