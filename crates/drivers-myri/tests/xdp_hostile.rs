@@ -11,7 +11,6 @@
 mod xdp_common;
 
 use std::collections::VecDeque;
-use std::ffi::CString;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,8 +22,8 @@ use lro_core::testing::{
 };
 use lro_core::{PassReason, Stats};
 use xdp_common::{
-    arp_request, kernel_client, mac_of, skip_reason, staging, Fnv, Net, Node, Primed, SMOL_IP,
-    SMOL_MAC,
+    arp_request, inject, kernel_client, mac_of, skip_reason, staging, Fnv, Net, Node, Primed,
+    SMOL_IP, SMOL_MAC,
 };
 
 const PORT: u16 = 5301;
@@ -188,63 +187,6 @@ fn hostile_frames(kernel_mac: [u8; 6], random: usize, seed: u64) -> Vec<Vec<u8>>
         frames.push(f);
     }
     frames
-}
-
-/// Sends every frame out of `ifname` in namespace `ns` through an AF_PACKET raw socket.
-fn inject(ns: &str, ifname: &str, frames: &[Vec<u8>], pace: Duration) -> Result<usize, String> {
-    xdp_common::enter(ns).map_err(|e| format!("setns: {e}"))?;
-    let name = CString::new(ifname).map_err(|e| e.to_string())?;
-    // SAFETY: `name` is a NUL-terminated string that outlives the call.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        return Err(format!("no interface {ifname}"));
-    }
-    // SAFETY: socket(2) with constant arguments; protocol 0: this socket only sends.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-    if fd < 0 {
-        return Err(format!(
-            "AF_PACKET socket: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let mut addr: libc::sockaddr_ll = libc::sockaddr_ll {
-        sll_family: libc::AF_PACKET as u16,
-        sll_protocol: 0,
-        sll_ifindex: ifindex as i32,
-        sll_hatype: 0,
-        sll_pkttype: 0,
-        sll_halen: 6,
-        sll_addr: [0; 8],
-    };
-    addr.sll_addr[..6].copy_from_slice(&SMOL_MAC);
-    let mut sent = 0;
-    for f in frames {
-        // SAFETY: `f` is a live buffer of `f.len()` bytes, `addr` a valid sockaddr_ll of the
-        // size passed, and `fd` the socket created above.
-        let rc = unsafe {
-            libc::sendto(
-                fd,
-                f.as_ptr().cast(),
-                f.len(),
-                0,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
-            // SAFETY: `fd` is ours and closed once.
-            unsafe { libc::close(fd) };
-            return Err(format!("sendto ({} bytes): {e}", f.len()));
-        }
-        sent += 1;
-        if !pace.is_zero() {
-            thread::sleep(pace);
-        }
-    }
-    // SAFETY: `fd` is ours and closed once.
-    unsafe { libc::close(fd) };
-    Ok(sent)
 }
 
 /// What the smoltcp side saw.
