@@ -22,13 +22,21 @@ done
 
 p=xdpdemo$$
 nsa=${p}a nsb=${p}b ifa=${p}a ifb=${p}b
-server_pid=
+server_pid= client_pid= out= log=
 cleanup() {
   status=$?
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -INT "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
+  # SIGTERM: the server detaches its XDP program on it (as on Ctrl-C), the client stops.
+  # (SIGINT would not do: background jobs of a script ignore it.)
+  for pid in $server_pid $client_pid; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  if [ "$status" != 0 ] && [ -n "$log" ] && [ -f "$log" ]; then
+    echo "-- the server's output:"; cat "$log"
   fi
+  [ -n "$out" ] && rm -rf "$out"
   ip netns del "$nsa" 2>/dev/null || true
   ip netns del "$nsb" 2>/dev/null || true
   exit $status
@@ -58,14 +66,19 @@ ip netns exec "$nsb" ethtool -K "$ifb" tx off tso off gso off >/dev/null
 out=$(mktemp -d)
 run_server() { # name, server args...
   local name=$1; shift
-  ip netns exec "$nsa" "$bin" "$ifa" --connections 1 "$@" >"$out/$name" 2>&1 &
+  log=$out/$name
+  ip netns exec "$nsa" "$bin" "$ifa" --connections 1 "$@" >"$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do
     grep -q '^listening' "$out/$name" && break
     kill -0 "$server_pid" 2>/dev/null || { cat "$out/$name"; echo "xdp-demo: the server did not start"; exit 1; }
     sleep 0.1
   done
-  ip netns exec "$nsb" "$bin" --send 198.18.0.2:5201 "$mib" >"$out/$name.client"
+  # In the background, so a Ctrl-C interrupts the wait and the trap cleans up at once.
+  ip netns exec "$nsb" "$bin" --send 198.18.0.2:5201 "$mib" >"$out/$name.client" &
+  client_pid=$!
+  wait "$client_pid"
+  client_pid=
   wait "$server_pid"
   server_pid=
   cat "$out/$name"
@@ -83,4 +96,3 @@ run_server kernel --kernel
 echo
 echo "== summary ($mib MiB per transfer)"
 grep -h '^connection' "$out/lro" "$out/nolro" "$out/kernel"
-rm -rf "$out"
