@@ -73,7 +73,8 @@ pub use socket::{
 pub use umem::{FrameAccount, TxAccount, UmemFrame};
 
 /// Installs a SIGINT and SIGTERM handler that only sets the returned flag: a poll loop checks
-/// it and returns, and the [`XdpProgram`] detaches as it drops. (A process killed by a signal
+/// it and returns, and the [`XdpProgram`] detaches as it drops. The handler then restores the
+/// default action, so a second Ctrl-C ends the process at once. (A process killed by a signal
 /// without a handler leaves its program attached; the next [`XdpProgram::attach`] replaces it.)
 ///
 /// # Errors

@@ -384,9 +384,12 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> io::Result<
 /// Set by SIGINT or SIGTERM once [`install_stop_handler`] ran.
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_stop_signal(_signal: c_int) {
+extern "C" fn on_stop_signal(signal: c_int) {
     // An atomic store is async-signal-safe.
     STOP.store(true, Ordering::SeqCst);
+    // SAFETY: `signal` (async-signal-safe) resets this signal to its default action, so a
+    // second Ctrl-C ends a process whose loop does not stop.
+    unsafe { libc::signal(signal, libc::SIG_DFL) };
 }
 
 /// Installs a SIGINT and SIGTERM handler that only sets a flag, and returns the flag.
