@@ -11,7 +11,7 @@ mod xdp_common;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -53,14 +53,15 @@ fn serve_queue(
     xdp: &XdpProgram,
     queue: u32,
     kernel_mac: [u8; 6],
+    ready: &Barrier,
     done: &AtomicUsize,
     results: &Mutex<BTreeMap<u16, Received>>,
 ) -> Result<QueueReport, String> {
     let config = XskConfig::default().with_frames(2048, 512);
-    let (rx, tx) = xdp
-        .socket(queue, &config)
-        .map_err(|e| e.to_string())?
-        .split();
+    let socket = xdp.socket(queue, &config);
+    // Every queue has its socket (or failed) before the clients start.
+    ready.wait();
+    let (rx, tx) = socket.map_err(|e| e.to_string())?.split();
     let primed = Primed {
         first: VecDeque::from([arp_request(kernel_mac, [198, 18, 0, 1])]),
         rx,
@@ -158,15 +159,17 @@ fn four_queues_sixteen_connections_byte_exact() {
         assert_eq!(xdp.queues(), QUEUES, "one XSKMAP slot per RX queue");
         let done = AtomicUsize::new(0);
         let results = Mutex::new(BTreeMap::new());
+        let ready = Barrier::new(QUEUES as usize + 1);
         let (reports, sent) = thread::scope(|s| {
             let servers: Vec<_> = (0..QUEUES)
                 .map(|q| {
-                    let (xdp, done, results) = (&xdp, &done, &results);
-                    s.spawn(move || serve_queue(xdp, q, kernel_mac, done, results))
+                    let (xdp, ready, done, results) = (&xdp, &ready, &done, &results);
+                    s.spawn(move || serve_queue(xdp, q, kernel_mac, ready, done, results))
                 })
                 .collect();
-            // Listeners are up once every queue has its socket; give them a moment.
-            thread::sleep(Duration::from_millis(300));
+            ready.wait();
+            // The listeners and the primed neighbour caches follow within a poll.
+            thread::sleep(Duration::from_millis(100));
             let clients: Vec<_> = (0..CONNECTIONS)
                 .map(|i| {
                     let ns = ns_b.clone();

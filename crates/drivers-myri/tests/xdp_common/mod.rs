@@ -132,6 +132,17 @@ impl Net {
                 "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
             ])?;
         }
+        // A connection keeps its transmit queue: no new hash after a retransmission timeout,
+        // which would move it to another RX queue (another smoltcp, with several queues).
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &net.ns_b,
+            "sh",
+            "-c",
+            "echo 0 > /proc/sys/net/core/txrehash",
+        ])?;
         let q = queues.to_string();
         run(&[
             "ip",
