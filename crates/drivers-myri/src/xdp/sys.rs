@@ -582,8 +582,13 @@ impl Area {
 
     /// Takes a `FREE` chunk as a writable transmit handle.
     pub(crate) fn tx_chunk(&self, idx: u32) -> Option<TxChunk<'_>> {
-        self.transition(idx, FREE, HELD)
-            .then_some(TxChunk { area: self, idx })
+        // Built only on success: a `TxChunk` that was never owned must not run its `Drop`
+        // (which frees the chunk); `then_some` would build, and then drop, one eagerly.
+        if self.transition(idx, FREE, HELD) {
+            Some(TxChunk { area: self, idx })
+        } else {
+            None
+        }
     }
 
     /// Collects the chunks of dropped receive handles (`RETURNED` -> `FREE`), calling `f` with
@@ -746,6 +751,150 @@ impl Drop for TxChunk<'_> {
     fn drop(&mut self) {
         if let Some(s) = self.area.state.get(self.idx as usize) {
             s.store(FREE, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const CHUNK: u32 = 2048;
+
+    #[test]
+    fn chunk_handles_are_unique_and_come_back() {
+        let area = Area::new(4, CHUNK).unwrap();
+        let addr = area.post(1).unwrap();
+        assert_eq!(addr, 2048);
+        // Only a chunk the kernel has can be claimed, once, within its bounds.
+        assert_eq!(area.claim(0, 60).err(), Some(BadDesc::NotKernels));
+        assert_eq!(
+            area.claim(addr + 2000, 100).err(),
+            Some(BadDesc::OutOfBounds)
+        );
+        assert_eq!(area.claim(4 * 2048, 60).err(), Some(BadDesc::OutOfBounds));
+        let mut h = area.claim(addr + 256, 100).unwrap();
+        assert_eq!(area.claim(addr + 256, 100).err(), Some(BadDesc::NotKernels));
+        h.bytes_mut().fill(0xab);
+        assert_eq!(h.bytes(), &[0xab; 100][..]);
+        assert_eq!((h.idx(), h.addr(), h.len()), (1, 2048 + 256, 100));
+        // Dropped on another thread, collected here.
+        std::thread::spawn(move || drop(h)).join().unwrap();
+        assert_eq!(area.dropped(), 1);
+        let mut got = Vec::new();
+        assert_eq!(area.collect_returned(|i| got.push(i)), 1);
+        assert_eq!(got, [1]);
+        assert_eq!(area.counts(0..4).free, 4);
+        // Transmit chunks: taken, written, submitted, completed.
+        let mut t = area.tx_chunk(3).unwrap();
+        assert!(area.tx_chunk(3).is_none());
+        t.bytes_mut()[..4].copy_from_slice(&[1, 2, 3, 4]);
+        let a = t.submit();
+        assert_eq!(area.counts(0..4).kernel, 1);
+        assert_eq!(area.reclaim(a), Ok(3));
+        assert_eq!(area.reclaim(a), Err(BadDesc::NotKernels));
+        // A transmit chunk dropped unsubmitted is free again.
+        drop(area.tx_chunk(2).unwrap());
+        assert_eq!(area.counts(0..4).free, 4);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Post(u32),
+        Claim(u32, u32, u32),
+        Drop(usize),
+        Collect,
+        Tx(u32, bool),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..10).prop_map(Op::Post),
+            (0u32..10, 0u32..2100, 0u32..2100).prop_map(|(i, off, len)| Op::Claim(i, off, len)),
+            (0usize..16).prop_map(Op::Drop),
+            Just(Op::Collect),
+            (0u32..10, any::<bool>()).prop_map(|(i, s)| Op::Tx(i, s)),
+        ]
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Model {
+        Free,
+        Kernel,
+        Held,
+        Returned,
+    }
+
+    proptest! {
+        /// Whatever the order of posts, claims (good and bogus descriptors), drops,
+        /// collections and transmit round trips: the area's states match a model, no chunk is
+        /// handed out twice, a handle's bytes are its own (a write through one never shows
+        /// through another), and every chunk is somewhere.
+        #[test]
+        fn ownership_state_machine(ops in proptest::collection::vec(op(), 1..200)) {
+            const N: u32 = 8;
+            let area = Area::new(N, CHUNK).unwrap();
+            let mut model = [Model::Free; N as usize];
+            let mut held: Vec<(RxChunk, u8)> = Vec::new();
+            let mut tag = 0u8;
+            for op in ops {
+                match op {
+                    Op::Post(i) => {
+                        let ok = area.post(i).is_some();
+                        let expect = (i as usize) < model.len() && model[i as usize] == Model::Free;
+                        prop_assert_eq!(ok, expect);
+                        if ok { model[i as usize] = Model::Kernel; }
+                    }
+                    Op::Claim(i, off, len) => {
+                        let addr = u64::from(i) * u64::from(CHUNK) + u64::from(off);
+                        let r = area.claim(addr, len);
+                        // The chunk the address falls in, and the offset inside it.
+                        let (i, off) = ((addr / u64::from(CHUNK)) as u32, (addr % u64::from(CHUNK)) as u32);
+                        let in_bounds = i < N && off + len <= CHUNK;
+                        let expect = in_bounds && model[i as usize] == Model::Kernel;
+                        prop_assert_eq!(r.is_ok(), expect);
+                        if let Ok(mut h) = r {
+                            model[i as usize] = Model::Held;
+                            tag = tag.wrapping_add(1);
+                            h.bytes_mut().fill(tag);
+                            held.push((h, tag));
+                        }
+                    }
+                    Op::Drop(k) => {
+                        if !held.is_empty() {
+                            let (h, _) = held.swap_remove(k % held.len());
+                            let i = h.idx();
+                            drop(h);
+                            model[i as usize] = Model::Returned;
+                        }
+                    }
+                    Op::Collect => {
+                        area.collect_returned(|i| model[i as usize] = Model::Free);
+                    }
+                    Op::Tx(i, submit) => {
+                        let t = area.tx_chunk(i);
+                        prop_assert_eq!(t.is_some(), i < N && model[i as usize] == Model::Free);
+                        if let Some(t) = t {
+                            if submit {
+                                let a = t.submit();
+                                prop_assert_eq!(area.reclaim(a), Ok(i));
+                            }
+                        }
+                    }
+                }
+                // Every live handle still sees its own bytes.
+                for (h, t) in &held {
+                    prop_assert!(h.bytes().iter().all(|b| b == t));
+                }
+                let c = area.counts(0..N);
+                let count = |m| model.iter().filter(|&&x| x == m).count() as u32;
+                prop_assert_eq!(
+                    (c.free, c.kernel, c.held, c.returned),
+                    (count(Model::Free), count(Model::Kernel), count(Model::Held), count(Model::Returned))
+                );
+                prop_assert_eq!(c.free + c.kernel + c.held + c.returned, N);
+            }
         }
     }
 }
