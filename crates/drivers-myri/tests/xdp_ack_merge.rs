@@ -29,7 +29,7 @@ use drivers_myri::smoltcp::socket::tcp;
 use drivers_myri::smoltcp::wire::{IpAddress, IpEndpoint};
 use drivers_myri::xdp::{XdpMode, XdpProgram, XskConfig};
 use lro_core::Config;
-use xdp_common::{kernel_server, skip_reason, staging, thread_cpu_ns, Fnv, Net, Node, Stream};
+use xdp_common::{kernel_server, staging, thread_cpu_ns, Fnv, Node, Stream};
 
 /// A knob from the environment.
 fn knob(name: &str, default: usize) -> usize {
@@ -232,11 +232,9 @@ fn experiment(
 
 #[test]
 fn seed_000_ack_merging_cuts_smoltcp_sender_cost() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+    let Some(net) = xdp_common::setup("k", 1) else {
         return;
-    }
-    let net = Net::new("k", 1).expect("namespaces and veth pair");
+    };
     net.kernel_acks_every_segment()
         .expect("quickack route, GRO off");
     let runs_per_mode = knob("XDP_ACK_RUNS", 4);

@@ -19,7 +19,7 @@ use drivers_myri::xdp::{UmemFrame, XdpMode, XdpProgram, XskConfig};
 use drivers_myri::RxDriver;
 use lro_core::testing::{EthernetSpec, FrameSpec, IpSpec, Ipv4Spec, LinkSpec, TCP_ACK};
 use lro_core::{Coalesce, Coalescer, Config, Segment, Sink};
-use xdp_common::{inject, mac_of, skip_reason, Net, SMOL_IP, SMOL_MAC};
+use xdp_common::{inject, mac_of, SMOL_IP, SMOL_MAC};
 
 const FRAMES: usize = 400;
 const PAYLOAD: usize = 1000;
@@ -69,11 +69,9 @@ impl Sink<UmemFrame> for ToBytes {
 
 #[test]
 fn umem_frames_as_bytes_return_from_another_thread() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+    let Some(net) = xdp_common::setup("y", 1) else {
         return;
-    }
-    let net = Net::new("y", 1).expect("namespaces and veth pair");
+    };
     let kernel_mac = mac_of(&net.ns_b, &net.if_b).expect("MAC");
     let (frames, stream) = flow(kernel_mac);
     let (ns_a, if_a) = (net.ns_a.clone(), net.if_a.clone());

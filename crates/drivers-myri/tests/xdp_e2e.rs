@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use drivers_myri::smoltcp::socket::tcp;
 use drivers_myri::xdp::{FrameAccount, XdpMode, XdpProgram, XskConfig};
-use xdp_common::{kernel_client, skip_reason, staging, Fnv, Net, Node};
+use xdp_common::{kernel_client, staging, Fnv, Node};
 
 const TOTAL: usize = 64 << 20;
 const PORT: u16 = 5201;
@@ -112,11 +112,9 @@ fn serve(ns: &str, ifname: &str, ready: mpsc::Sender<()>) -> Result<Served, Stri
 
 #[test]
 fn kernel_client_to_smoltcp_over_af_xdp_with_lro() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+    let Some(net) = xdp_common::setup("e", 1) else {
         return;
-    }
-    let net = Net::new("e", 1).expect("namespaces and veth pair");
+    };
     let (ready_tx, ready_rx) = mpsc::channel();
     let (ns_a, if_a) = (net.ns_a.clone(), net.if_a.clone());
     let server = thread::spawn(move || serve(&ns_a, &if_a, ready_tx));

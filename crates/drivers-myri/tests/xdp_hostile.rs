@@ -22,8 +22,7 @@ use lro_core::testing::{
 };
 use lro_core::{PassReason, Stats};
 use xdp_common::{
-    arp_request, inject, kernel_client, mac_of, skip_reason, staging, Fnv, Net, Node, Primed,
-    SMOL_IP, SMOL_MAC,
+    arp_request, inject, kernel_client, mac_of, staging, Fnv, Node, Primed, SMOL_IP, SMOL_MAC,
 };
 
 const PORT: u16 = 5301;
@@ -302,11 +301,9 @@ fn victim(
 
 #[test]
 fn hostile_frames_are_counted_never_panic_never_leak() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+    let Some(net) = xdp_common::setup("h", 1) else {
         return;
-    }
-    let net = Net::new("h", 1).expect("namespaces and veth pair");
+    };
     let kernel_mac = mac_of(&net.ns_b, &net.if_b).expect("the kernel side's MAC");
     let phase1 = hostile_frames(kernel_mac, 2000, 0x0bad_5eed);
     let phase2 = hostile_frames(kernel_mac, 2000, 0x0bad_f00d);

@@ -20,7 +20,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use drivers_myri::xdp::{attached_program, stop_on_signals, XdpError, XdpMode, XdpProgram};
-use xdp_common::{skip_reason, Net};
 
 const TEST_NAME: &str = "xdp_program_lifecycle";
 
@@ -100,11 +99,9 @@ fn xdp_program_lifecycle() {
         child(&mode);
         return;
     }
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+    let Some(net) = xdp_common::setup("l", 1) else {
         return;
-    }
-    let net = Net::new("l", 1).expect("namespaces and veth pair");
+    };
     let (ns, ifname) = (net.ns_a.as_str(), net.if_a.as_str());
 
     // A missing interface.

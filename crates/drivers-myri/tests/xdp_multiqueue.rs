@@ -19,9 +19,7 @@ use drivers_myri::smoltcp::iface::SocketHandle;
 use drivers_myri::smoltcp::socket::tcp;
 use drivers_myri::xdp::{FrameAccount, XdpMode, XdpProgram, XskConfig};
 use lro_core::Stats;
-use xdp_common::{
-    arp_request, kernel_client, mac_of, skip_reason, staging, Fnv, Net, Node, Primed,
-};
+use xdp_common::{arp_request, kernel_client, mac_of, staging, Fnv, Node, Primed};
 
 const QUEUES: u32 = 4;
 const CONNECTIONS: u16 = 16;
@@ -144,11 +142,9 @@ fn serve_queue(
 
 #[test]
 fn four_queues_sixteen_connections_byte_exact() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+    let Some(net) = xdp_common::setup("m", QUEUES) else {
         return;
-    }
-    let net = Net::new("m", QUEUES).expect("namespaces and a 4-queue veth pair");
+    };
     let kernel_mac = mac_of(&net.ns_b, &net.if_b).expect("the kernel side's MAC");
     let ns_a = net.ns_a.clone();
     let if_a = net.if_a.clone();

@@ -85,7 +85,56 @@ pub(crate) fn skip_reason() -> Option<String> {
     }
     // SAFETY: `fd` is the socket just created and owned here.
     unsafe { libc::close(fd) };
+    // bpf(2) may be refused even to root (a container's seccomp filter or missing CAP_BPF):
+    // try to create a one-slot XSKMAP, the first thing the backend does.
+    #[repr(C)]
+    struct MapCreate {
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+    }
+    let mut attr = MapCreate {
+        map_type: 17, // BPF_MAP_TYPE_XSKMAP
+        key_size: 4,
+        value_size: 4,
+        max_entries: 1,
+    };
+    // SAFETY: BPF_MAP_CREATE (0) with a valid, writable prefix of `union bpf_attr` and its
+    // size; the returned descriptor is closed right away.
+    let map = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            0,
+            &mut attr as *mut MapCreate,
+            std::mem::size_of::<MapCreate>() as u32,
+        )
+    };
+    if map < 0 {
+        return Some(format!(
+            "bpf(2) cannot create an XSKMAP here: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: `map` is the descriptor just created and owned here.
+    unsafe { libc::close(map as i32) };
     None
+}
+
+/// The test's namespaces and veth pair, or `None` after printing why the test skips (not
+/// root, no AF_XDP or bpf(2), namespaces or veth pairs not allowed here).
+pub(crate) fn setup(tag: &str, queues: u32) -> Option<Net> {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return None;
+    }
+    match Net::new(tag, queues) {
+        Ok(net) => Some(net),
+        Err(e) => {
+            println!("skipped: cannot create the namespaces and veth pair: {e}");
+            None
+        }
+    }
 }
 
 /// Moves the calling thread into namespace `ns`.
