@@ -210,7 +210,8 @@ fn main() -> anyhow::Result<()> {
     )?;
     let mut mac = SimMac::new(&ring);
     let mut staging = vec![0u8; STAGING_LEN];
-    let mut dev: LroDevice<'_, TunTapInterface> = LroDevice::new(&ring, tap, &mut staging);
+    let mut dev: LroDevice<'_, &RxRing<'_>, TunTapInterface> =
+        LroDevice::new(&ring, tap, &mut staging);
     dev.set_coalescing(lro);
 
     let start = WallInstant::now();

@@ -1,8 +1,9 @@
 #![no_std]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-//! `drivers-myri`: the receive side of an Ethernet MAC feeding [`lro_core`], in the style of
-//! Myri10GE's in-driver LRO, with no allocator and no `std`.
+//! `drivers-myri`: the receive side of an Ethernet NIC feeding [`lro_core`], in the style of
+//! Myri10GE's in-driver LRO: an embedded MAC ring with no allocator and no `std`, and AF_XDP
+//! sockets on Linux (feature `xdp`).
 //!
 //! - [`RxRing`]: DMA receive descriptors ([`RxDescriptor`], an OWN bit, length and status bits)
 //!   and buffer memory, both caller-provided (a `static` on a microcontroller). The
@@ -14,8 +15,13 @@
 //!   [`lro_core::Engine`] as they are: copy-free on the way in.
 //! - Page frags ([`BufferLayout::page_frags`]): several frames share one large page, reposted
 //!   only when all of its frames have come back (a reference count per page, no allocator).
-//! - [`phy::LroDevice`] (feature `smoltcp`): a smoltcp device that coalesces between the ring and
-//!   smoltcp's `Interface` with the `Lro` policy.
+//! - [`RxDriver`]: what every backend offers (a frame handle and its [`lro_core::RxMeta`]);
+//!   `&RxRing` implements it, and so does the AF_XDP socket's receive half.
+//! - [`phy::LroDevice`] (feature `smoltcp`): a smoltcp device that coalesces between any
+//!   [`RxDriver`] and smoltcp's `Interface` with the `Lro` policy.
+//! - `xdp` (feature `xdp`, Linux, `std`): AF_XDP sockets, UMEM frames handed to the coalescer
+//!   without copying, the XDP redirect program built and attached in-process.
+//! - `bytes` (feature `bytes`): a segment's frames as `bytes::Bytes` without copying.
 //! - [`sim::SimMac`] (feature `test-utils`): the device side of a ring, for host tests.
 //!
 //! # Example
@@ -46,11 +52,26 @@
 //! ```
 //!
 //! # Unsafe
-//! All of it is in one private module (`desc`): volatile descriptor accesses and the DMA
-//! buffer memory, handed out as unique fragment tokens. Every block states its `SAFETY`.
+//! The ring's is in one private module (`desc`): volatile descriptor accesses and the DMA
+//! buffer memory, handed out as unique fragment tokens. The AF_XDP backend's is in `xdp::sys`:
+//! `bpf(2)`, the UMEM mapping and the ownership states of its chunks. Every block states its
+//! `SAFETY`.
+
+#[cfg(feature = "bytes")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
 
 mod desc;
+mod driver;
 mod ring;
+
+#[cfg(feature = "bytes")]
+#[cfg_attr(docsrs, doc(cfg(feature = "bytes")))]
+pub mod bytes;
+#[cfg(all(feature = "xdp", target_os = "linux"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "xdp", target_os = "linux"))))]
+pub mod xdp;
 
 #[cfg(feature = "smoltcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "smoltcp")))]
@@ -84,6 +105,7 @@ mod test_frames {
 }
 
 pub use desc::{bits, RxDescriptor};
+pub use driver::RxDriver;
 pub use ring::{
     BufferLayout, LayoutError, RingStats, RxFrame, RxRing, RxRingStorage, MAX_FRAG_SIZE,
     MIN_FRAG_SIZE,

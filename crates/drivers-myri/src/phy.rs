@@ -1,14 +1,15 @@
-//! A smoltcp [`Device`] that coalesces between a receive ring and smoltcp's `Interface`
+//! A smoltcp [`Device`] that coalesces between any receive driver and smoltcp's `Interface`
 //! (feature `smoltcp`).
 //!
-//! [`LroDevice`] drains the [`RxRing`] when smoltcp asks for a frame and smoltcp has consumed
+//! [`LroDevice`] drains its [`RxDriver`] (the embedded [`RxRing`](crate::RxRing), an AF_XDP
+//! socket's receive half, ...) when smoltcp asks for a frame and smoltcp has consumed
 //! everything pending: each received frame goes through an [`lro_core::Engine`] with the
-//! `Lro` policy, and at the end of the burst (the ring is empty) everything held is flushed,
-//! as a NAPI poll ends with `napi_gro_flush`. Completed segments stay in their ring buffers
-//! (Myri10GE style) in a queue of frame handles; smoltcp receives each segment as one frame:
-//! a single-frame segment straight from its ring buffer, a coalesced one copied once into a
-//! contiguous staging buffer with its headers already rewritten (`Segment::copy_to`'s layout).
-//! The frames go back to the ring as soon as their bytes have been handed over.
+//! `Lro` policy, and at the end of the burst (the driver has nothing more) everything held is
+//! flushed, as a NAPI poll ends with `napi_gro_flush`. Completed segments stay in the driver's
+//! buffers (Myri10GE style) in a queue of frame handles; smoltcp receives each segment as one
+//! frame: a single-frame segment straight from its driver buffer, a coalesced one copied once
+//! into a contiguous staging buffer with its headers already rewritten (`Segment::copy_to`'s
+//! layout). The frames go back to the driver as soon as their bytes have been handed over.
 //!
 //! What smoltcp 0.14 accepts on receive: an Ethernet frame whose IPv4 `total_len` (a u16) fits
 //! the buffer; it never compares a received frame with `max_transmission_unit`, and TCP takes
@@ -19,12 +20,12 @@
 //!
 //! Transmission passes straight through to the wrapped device `T`.
 
-use heapless::{Deque, Vec};
-use lro_core::{Config, Engine, Segment, Sink, Sizes, Stats};
+use heapless::Deque;
+use lro_core::{Capacity, Config, Engine, Segment, SegmentInfo, Sink, Sizes, Stats};
 use smoltcp::phy::{Device, DeviceCapabilities, RxToken};
 use smoltcp::time::Instant;
 
-use crate::{RxFrame, RxRing};
+use crate::RxDriver;
 
 /// Bytes of link header a merged segment may carry before its IP header (Ethernet and two
 /// in-line VLAN tags).
@@ -36,7 +37,7 @@ pub const STAGING_LEN: usize = 65535 + LINK_ROOM;
 /// Adapter counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AdapterStats {
-    /// Frames taken from the ring.
+    /// Frames taken from the driver.
     pub frames_in: u64,
     /// Frames handed to smoltcp (each a segment): what smoltcp processed.
     pub frames_to_stack: u64,
@@ -48,14 +49,17 @@ pub struct AdapterStats {
     pub bytes_copied: u64,
     /// Pure ACKs superseded by newer ones and recycled without reaching smoltcp.
     pub superseded: u64,
+    /// Pure ACKs handed to smoltcp (TCP without payload and without SYN, FIN or RST), counted
+    /// while coalescing is on: with [`AdapterStats::superseded`], the pure ACKs received.
+    pub pure_acks_to_stack: u64,
     /// Frames dropped because a segment did not fit the staging buffer or the queue (never
     /// with the sizes [`LroDevice::new`] enforces).
     pub dropped: u64,
 }
 
-/// A frame of a completed segment, waiting in its ring buffer for smoltcp.
-struct Pending<'r> {
-    frame: RxFrame<'r>,
+/// A frame of a completed segment, waiting in its driver buffer for smoltcp.
+struct Pending<F> {
+    frame: F,
     /// The bytes of the frame that belong to the segment.
     start: u32,
     end: u32,
@@ -68,24 +72,35 @@ struct Pending<'r> {
 }
 
 /// Receive state: the engine, the queue of completed segments, the staging buffer.
-struct RxState<'r, const N: usize, const S: usize, const Q: usize> {
-    engine: Engine<RxFrame<'r>, Sizes<N, S>>,
-    pending: Deque<Pending<'r>, Q>,
-    staging: &'r mut [u8],
+struct RxState<'s, F, C: Capacity, const Q: usize> {
+    engine: Engine<F, C>,
+    pending: Deque<Pending<F>, Q>,
+    staging: &'s mut [u8],
     coalescing: bool,
     stats: AdapterStats,
 }
 
-/// Puts completed segments into the pending queue, frames still in their ring buffers.
-struct PendingSink<'x, 'r, const S: usize, const Q: usize> {
-    pending: &'x mut Deque<Pending<'r>, Q>,
+/// Puts completed segments into the pending queue, frames still in their driver buffers.
+struct PendingSink<'x, F, const Q: usize> {
+    pending: &'x mut Deque<Pending<F>, Q>,
     staging_len: usize,
     stats: &'x mut AdapterStats,
 }
 
-impl<'r, const S: usize, const Q: usize> PendingSink<'_, 'r, S, Q> {
-    fn push_alone(&mut self, frame: RxFrame<'r>) {
-        let len = frame.len() as u32;
+/// A segment's head is a pure ACK: TCP, no payload, ACK set, none of SYN, FIN, RST.
+fn is_pure_ack(info: &SegmentInfo, head: &[u8]) -> bool {
+    const ACK: u8 = 0x10;
+    const SYN_FIN_RST: u8 = 0x07;
+    if info.flow.is_none() || info.payload_len != 0 {
+        return false;
+    }
+    let flags = head.get(info.l4 as usize + 13).copied().unwrap_or(0);
+    flags & ACK != 0 && flags & SYN_FIN_RST == 0
+}
+
+impl<F: AsRef<[u8]>, const Q: usize> PendingSink<'_, F, Q> {
+    fn push_alone(&mut self, frame: F) {
+        let len = frame.as_ref().len() as u32;
         let p = Pending {
             frame,
             start: 0,
@@ -100,30 +115,25 @@ impl<'r, const S: usize, const Q: usize> PendingSink<'_, 'r, S, Q> {
     }
 }
 
-impl<'r, const S: usize, const Q: usize> Sink<RxFrame<'r>> for PendingSink<'_, 'r, S, Q> {
-    fn segment(&mut self, segment: Segment<'_, RxFrame<'r>>) {
+impl<F: AsRef<[u8]>, const Q: usize> Sink<F> for PendingSink<'_, F, Q> {
+    fn segment(&mut self, segment: Segment<'_, F>) {
         let info = *segment.info();
         let n = usize::from(info.frames);
         if (n > 1 && info.len > self.staging_len)
             || self.pending.capacity() - self.pending.len() < n
         {
-            // Not reachable with the sizes `LroDevice` enforces; the frames go back to the ring.
+            // Not reachable with the sizes `LroDevice` enforces; the frames go back to the driver.
             self.stats.dropped += n as u64;
             return;
         }
-        // The byte range of each frame that belongs to the segment.
-        let mut ranges: Vec<(u32, u32), S> = Vec::new();
-        for (chunk, frame) in segment.chunks().zip(segment.frames()) {
-            let base = frame.as_ref().as_ptr() as usize;
-            let start = (chunk.as_ptr() as usize).wrapping_sub(base) as u32;
-            // `push` fails only beyond S frames, which a segment never has.
-            let _ = ranges.push((start, start + chunk.len() as u32));
+        if is_pure_ack(&info, segment.head()) {
+            self.stats.pure_acks_to_stack += 1;
         }
-        for (i, (frame, (start, end))) in segment.into_frames().zip(ranges).enumerate() {
+        for (i, part) in segment.into_parts().enumerate() {
             let p = Pending {
-                frame,
-                start,
-                end,
+                frame: part.frame,
+                start: part.range.start as u32,
+                end: part.range.end as u32,
                 head: i == 0,
                 seg_frames: n as u16,
                 seg_len: info.len as u32,
@@ -134,13 +144,13 @@ impl<'r, const S: usize, const Q: usize> Sink<RxFrame<'r>> for PendingSink<'_, '
         }
     }
 
-    fn release(&mut self, frame: RxFrame<'r>) {
+    fn release(&mut self, frame: F) {
         self.stats.superseded += 1;
-        frame.recycle();
+        drop(frame);
     }
 }
 
-impl<'r, const N: usize, const S: usize, const Q: usize> RxState<'r, N, S, Q> {
+impl<F: AsRef<[u8]> + AsMut<[u8]>, C: Capacity, const Q: usize> RxState<'_, F, C, Q> {
     /// Drops frames left at the front without their head (a token dropped unconsumed).
     fn skip_orphans(&mut self) {
         while self.pending.front().is_some_and(|p| !p.head) {
@@ -149,17 +159,19 @@ impl<'r, const N: usize, const S: usize, const Q: usize> RxState<'r, N, S, Q> {
         }
     }
 
-    /// One burst: takes what the ring has (as much as the queue can take whatever the engine
+    /// One burst: takes what the driver has (as much as the queue can take whatever the engine
     /// emits), then flushes everything held.
-    fn fill(&mut self, ring: &'r RxRing<'r>, now: u64) {
-        let mut sink: PendingSink<'_, 'r, S, Q> = PendingSink {
+    fn fill<R: RxDriver<Frame = F>>(&mut self, driver: &mut R, now: u64) {
+        let mut sink: PendingSink<'_, F, Q> = PendingSink {
             pending: &mut self.pending,
             staging_len: self.staging.len(),
             stats: &mut self.stats,
         };
         if !self.coalescing {
             while !sink.pending.is_full() {
-                let Some(frame) = ring.receive() else { break };
+                let Some((frame, _meta)) = driver.receive(now) else {
+                    break;
+                };
                 sink.stats.frames_in += 1;
                 sink.push_alone(frame);
             }
@@ -167,9 +179,10 @@ impl<'r, const N: usize, const S: usize, const Q: usize> RxState<'r, N, S, Q> {
         }
         // Room for every frame queued, held and pushed: whatever the engine emits fits.
         while sink.pending.len() + self.engine.held_frames() < Q {
-            let Some(frame) = ring.receive() else { break };
+            let Some((frame, meta)) = driver.receive(now) else {
+                break;
+            };
             sink.stats.frames_in += 1;
-            let meta = frame.meta(now);
             self.engine.push(frame, &meta, &mut sink);
         }
         self.engine.flush_all(&mut sink);
@@ -177,12 +190,12 @@ impl<'r, const N: usize, const S: usize, const Q: usize> RxState<'r, N, S, Q> {
 }
 
 /// smoltcp's receive token: one segment.
-pub struct LroRxToken<'a, 'r, const N: usize, const S: usize, const Q: usize> {
-    head: Pending<'r>,
-    rx: &'a mut RxState<'r, N, S, Q>,
+pub struct LroRxToken<'a, 's, F, C: Capacity, const Q: usize> {
+    head: Pending<F>,
+    rx: &'a mut RxState<'s, F, C, Q>,
 }
 
-impl<const N: usize, const S: usize, const Q: usize> RxToken for LroRxToken<'_, '_, N, S, Q> {
+impl<Fr: AsRef<[u8]>, C: Capacity, const Q: usize> RxToken for LroRxToken<'_, '_, Fr, C, Q> {
     fn consume<R, F>(self, f: F) -> R
     where
         F: FnOnce(&[u8]) -> R,
@@ -190,19 +203,19 @@ impl<const N: usize, const S: usize, const Q: usize> RxToken for LroRxToken<'_, 
         let Self { head, rx } = self;
         rx.stats.frames_to_stack += 1;
         rx.stats.bytes_to_stack += u64::from(head.seg_len);
-        let range = |p: &Pending<'_>| p.start as usize..p.end as usize;
+        let range = |p: &Pending<Fr>| p.start as usize..p.end as usize;
         if head.seg_frames <= 1 {
-            // Straight from the ring buffer; the frame goes back when `head` drops.
-            return f(&head.frame[range(&head)]);
+            // Straight from the driver buffer; the frame goes back when `head` drops.
+            return f(&head.frame.as_ref()[range(&head)]);
         }
         let mut at = 0;
-        let mut copy = |p: Pending<'_>, staging: &mut [u8]| {
-            let chunk = &p.frame[range(&p)];
+        let mut copy = |p: Pending<Fr>, staging: &mut [u8]| {
+            let chunk = &p.frame.as_ref()[range(&p)];
             if let Some(dst) = staging.get_mut(at..at + chunk.len()) {
                 dst.copy_from_slice(chunk);
                 at += chunk.len();
             }
-            // `p` drops here: its buffer goes back to the ring before smoltcp runs.
+            // `p` drops here: its buffer goes back to the driver before smoltcp runs.
         };
         let rest = head.seg_frames - 1;
         copy(head, rx.staging);
@@ -221,38 +234,50 @@ impl<const N: usize, const S: usize, const Q: usize> RxToken for LroRxToken<'_, 
     }
 }
 
-/// A smoltcp device that receives from an [`RxRing`] through the coalescer and transmits
+/// A smoltcp device that receives from an [`RxDriver`] through the coalescer and transmits
 /// through `T`.
 ///
 /// `N` is the flow-table size and `S` the most frames per segment of the engine; `Q` bounds the
-/// frames of completed segments waiting for smoltcp. Give the ring at least `Q` fragments more
-/// than descriptors so the device keeps receiving while they wait.
-pub struct LroDevice<'r, T, const N: usize = 8, const S: usize = 48, const Q: usize = 256> {
-    ring: &'r RxRing<'r>,
+/// frames of completed segments waiting for smoltcp. Give the driver at least `Q` buffers more
+/// than its receive queue holds so it keeps receiving while they wait.
+///
+/// ```
+/// use drivers_myri::phy::{LroDevice, STAGING_LEN};
+/// use drivers_myri::smoltcp::phy::{Device, Loopback, Medium};
+/// use drivers_myri::smoltcp::time::Instant;
+/// use drivers_myri::{BufferLayout, RxRing, RxRingStorage};
+///
+/// let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
+/// let mut memory = vec![0u8; 8 * 2048];
+/// let ring = RxRing::new(&mut storage, &mut memory, BufferLayout::slots(2048))?;
+/// let mut staging = vec![0u8; STAGING_LEN];
+/// // Receive from the ring, transmit through a loopback device.
+/// let mut dev: LroDevice<'_, _, _> =
+///     LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
+/// assert!(dev.receive(Instant::from_millis(0)).is_none());
+/// # Ok::<(), drivers_myri::LayoutError>(())
+/// ```
+pub struct LroDevice<'s, R: RxDriver, T, C: Capacity = Sizes<8, 48>, const Q: usize = 256> {
+    driver: R,
     tx: T,
-    rx: RxState<'r, N, S, Q>,
+    rx: RxState<'s, R::Frame, C, Q>,
 }
 
-impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r, T, N, S, Q> {
-    /// Coalesces frames from `ring` with [`Config::lro`] and transmits through `tx`; coalesced
-    /// segments are copied into `staging` (at least [`STAGING_LEN`] bytes for 64 KB segments;
-    /// a smaller buffer caps the segment size).
-    pub fn new(ring: &'r RxRing<'r>, tx: T, staging: &'r mut [u8]) -> Self {
-        Self::with_config(ring, tx, staging, Config::lro())
+impl<'s, R: RxDriver, T: Device, C: Capacity, const Q: usize> LroDevice<'s, R, T, C, Q> {
+    /// Coalesces frames from `driver` with [`Config::lro`] and transmits through `tx`;
+    /// coalesced segments are copied into `staging` (at least [`STAGING_LEN`] bytes for 64 KB
+    /// segments; a smaller buffer caps the segment size).
+    pub fn new(driver: R, tx: T, staging: &'s mut [u8]) -> Self {
+        Self::with_config(driver, tx, staging, Config::lro())
     }
 
     /// As [`LroDevice::new`] with another engine configuration. `max_ip_len` is lowered to what
     /// `staging` holds.
-    pub fn with_config(
-        ring: &'r RxRing<'r>,
-        tx: T,
-        staging: &'r mut [u8],
-        mut config: Config,
-    ) -> Self {
+    pub fn with_config(driver: R, tx: T, staging: &'s mut [u8], mut config: Config) -> Self {
         let room = staging.len().saturating_sub(LINK_ROOM).min(65535) as u16;
         config.max_ip_len = config.max_ip_len.min(room);
         Self {
-            ring,
+            driver,
             tx,
             rx: RxState {
                 engine: Engine::new(config),
@@ -265,11 +290,11 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r
     }
 
     /// Turns coalescing on or off. Off, every frame goes to smoltcp on its own, straight from
-    /// its ring buffer (the baseline); frames held when it is turned off are flushed first.
+    /// its driver buffer (the baseline); frames held when it is turned off are flushed first.
     pub fn set_coalescing(&mut self, on: bool) {
         if !on && self.rx.coalescing {
             let rx = &mut self.rx;
-            let mut sink: PendingSink<'_, 'r, S, Q> = PendingSink {
+            let mut sink: PendingSink<'_, R::Frame, Q> = PendingSink {
                 pending: &mut rx.pending,
                 staging_len: rx.staging.len(),
                 stats: &mut rx.stats,
@@ -284,9 +309,24 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r
         self.rx.coalescing
     }
 
+    /// Changes the engine configuration (for example the policy: [`Config::gro`] merges data
+    /// but never pure ACKs); takes effect for the next frame. `max_ip_len` is lowered to what
+    /// the staging buffer holds.
+    pub fn set_config(&mut self, mut config: Config) {
+        let room = self.rx.staging.len().saturating_sub(LINK_ROOM).min(65535) as u16;
+        config.max_ip_len = config.max_ip_len.min(room);
+        self.rx.engine.set_config(config);
+    }
+
     /// The adapter's counters.
     pub fn stats(&self) -> AdapterStats {
         self.rx.stats
+    }
+
+    /// Sets the adapter's and the engine's counters to zero.
+    pub fn reset_stats(&mut self) {
+        self.rx.stats = AdapterStats::default();
+        self.rx.engine.reset_stats();
     }
 
     /// The engine's counters.
@@ -299,9 +339,20 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r
         self.rx.pending.len()
     }
 
-    /// The ring.
-    pub fn ring(&self) -> &'r RxRing<'r> {
-        self.ring
+    /// Frames waiting for smoltcp or held by the engine: buffers the device keeps from the
+    /// driver right now.
+    pub fn frames_held(&self) -> usize {
+        self.rx.pending.len() + self.rx.engine.held_frames()
+    }
+
+    /// The receive driver.
+    pub fn driver(&self) -> &R {
+        &self.driver
+    }
+
+    /// The receive driver, mutably.
+    pub fn driver_mut(&mut self) -> &mut R {
+        &mut self.driver
     }
 
     /// The transmit device.
@@ -314,17 +365,34 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r
         &mut self.tx
     }
 
-    /// The transmit device back; frames held or pending go back to the ring.
+    /// Gives every frame held or pending back to the driver (they are dropped, not passed up).
+    pub fn release_all(&mut self) {
+        let rx = &mut self.rx;
+        let mut sink: PendingSink<'_, R::Frame, Q> = PendingSink {
+            pending: &mut rx.pending,
+            staging_len: rx.staging.len(),
+            stats: &mut rx.stats,
+        };
+        rx.engine.flush_all(&mut sink);
+        rx.pending.clear();
+    }
+
+    /// The driver and the transmit device back; frames held or pending go back to the driver.
+    pub fn into_parts(mut self) -> (R, T) {
+        self.release_all();
+        let Self { driver, tx, .. } = self;
+        (driver, tx)
+    }
+
+    /// The transmit device back; frames held or pending go back to the driver.
     pub fn into_inner(self) -> T {
-        self.tx
+        self.into_parts().1
     }
 }
 
-impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> Device
-    for LroDevice<'r, T, N, S, Q>
-{
+impl<'s, R: RxDriver, T: Device, C: Capacity, const Q: usize> Device for LroDevice<'s, R, T, C, Q> {
     type RxToken<'a>
-        = LroRxToken<'a, 'r, N, S, Q>
+        = LroRxToken<'a, 's, R::Frame, C, Q>
     where
         Self: 'a;
     type TxToken<'a>
@@ -336,7 +404,7 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> Device
         let rx = &mut self.rx;
         rx.skip_orphans();
         if rx.pending.is_empty() {
-            rx.fill(self.ring, timestamp.total_micros() as u64);
+            rx.fill(&mut self.driver, timestamp.total_micros() as u64);
         }
         if rx.pending.is_empty() {
             return None;
@@ -367,7 +435,7 @@ mod tests {
     use super::*;
     use crate::sim::SimMac;
     use crate::test_frames::tcp;
-    use crate::{BufferLayout, RxRingStorage};
+    use crate::{BufferLayout, RxRing, RxRingStorage};
 
     /// Everything the device hands smoltcp right now.
     fn drain<D: Device>(dev: &mut D) -> Vec<Vec<u8>> {
@@ -386,7 +454,7 @@ mod tests {
         let ring = RxRing::new(&mut storage, &mut mem, layout).unwrap();
         let mut mac = SimMac::new(&ring);
         let mut staging = vec![0u8; STAGING_LEN];
-        let mut dev: LroDevice<'_, Loopback> =
+        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
             LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
 
         let frames: Vec<Vec<u8>> = (0..5).map(|k| tcp(1 + k * 100, 100)).collect();
@@ -426,7 +494,7 @@ mod tests {
         let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
         let mut mac = SimMac::new(&ring);
         let mut staging = vec![0u8; STAGING_LEN];
-        let mut dev: LroDevice<'_, Loopback> =
+        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
             LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
         dev.set_coalescing(false);
         let frames: Vec<Vec<u8>> = (0..3).map(|k| tcp(1 + k * 100, 100)).collect();
@@ -446,7 +514,7 @@ mod tests {
         let mut mac = SimMac::new(&ring);
         // Room for a 14 + 3040-byte frame: at most three 1000-byte payloads per segment.
         let mut staging = vec![0u8; LINK_ROOM + 3040];
-        let mut dev: LroDevice<'_, Loopback> =
+        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
             LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
         for k in 0..9 {
             mac.deliver(&tcp(1 + k * 1000, 1000)).unwrap();
@@ -463,7 +531,7 @@ mod tests {
         let mut mem = vec![0u8; 4 * 2048];
         let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
         let mut staging = vec![0u8; 4096];
-        let mut dev: LroDevice<'_, Loopback> =
+        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
             LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
         assert_eq!(dev.capabilities().medium, Medium::Ethernet);
         let tx = dev.transmit(Instant::from_millis(0)).unwrap();

@@ -194,7 +194,8 @@ fn transfer(
     .expect("ring layout");
     let mut mac = SimMac::new(&ring);
     let mut staging = vec![0u8; STAGING_LEN];
-    let mut dev: LroDevice<'_, TunTapInterface> = LroDevice::new(&ring, tap, &mut staging);
+    let mut dev: LroDevice<'_, &RxRing<'_>, TunTapInterface> =
+        LroDevice::new(&ring, tap, &mut staging);
     dev.set_coalescing(coalesce);
 
     let start = WallInstant::now();

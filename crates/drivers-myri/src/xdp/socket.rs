@@ -1,0 +1,799 @@
+//! One AF_XDP socket per receive queue: its UMEM, its four rings, the receive half (frames as
+//! UMEM handles, the fill ring refilled from dropped handles) and the transmit half (frames
+//! written into UMEM chunks, completions recycled).
+
+// The crate is `no_std`; this backend is `std`.
+use std::prelude::rust_2021::*;
+use std::vec;
+
+use std::collections::VecDeque;
+use std::io;
+use std::num::NonZeroU32;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lro_core::{RxChecksum, RxMeta};
+use xdpilone::xdp::XdpDesc;
+use xdpilone::{
+    CompletionQueue, FillQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, UmemConfig, User,
+};
+
+use super::program::in_netns;
+use super::sys::{self, Area, RxChunk};
+use super::umem::{FrameAccount, TxAccount, UmemFrame};
+use super::{XdpError, XdpProgram};
+use crate::RxDriver;
+
+/// How a socket binds to its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum BindMode {
+    /// Zero-copy where the driver supports it, copy mode otherwise (veth: copy).
+    #[default]
+    Auto,
+    /// Copy mode (`XDP_COPY`): the kernel copies each frame into the UMEM.
+    Copy,
+    /// Zero-copy (`XDP_ZEROCOPY`): fails where the driver has no support.
+    ZeroCopy,
+}
+
+/// Socket geometry and behaviour. `Default`: 4096 receive and 1024 transmit frames of 2048
+/// bytes (10 MiB of UMEM per queue), rings as large as the frame pools, batches of 64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct XskConfig {
+    /// Receive chunks of the UMEM (also the fill ring's size, rounded up to a power of two).
+    /// Frames the coalescer and the stack hold count against it.
+    pub rx_frames: u32,
+    /// Transmit chunks of the UMEM (also the TX and completion rings' size, rounded up).
+    pub tx_frames: u32,
+    /// Chunk size: 2048 or 4096 (a frame longer than a chunk is dropped by the kernel).
+    pub frame_size: u32,
+    /// RX ring entries (rounded up to a power of two). At least `rx_frames` means the ring
+    /// never overflows: the kernel cannot hold more frames than there are chunks.
+    pub rx_ring: u32,
+    /// Descriptors read from the RX ring per access.
+    pub batch: u32,
+    /// Copy or zero-copy.
+    pub bind: BindMode,
+    /// The checksum state reported in [`RxMeta`]: `None` (the coalescer verifies in software)
+    /// unless the device is known to verify (AF_XDP carries no checksum information).
+    pub checksum: RxChecksum,
+    /// Kick the kernel (`sendto`) from inside [`TxBuffer::send`] once this many frames wait in
+    /// the TX ring; `None`: only [`XskTx::flush`] kicks.
+    pub auto_kick: Option<u32>,
+    /// Largest frame smoltcp may send, Ethernet header included (the link MTU + 14).
+    pub max_frame: u32,
+}
+
+impl Default for XskConfig {
+    fn default() -> Self {
+        Self {
+            rx_frames: 4096,
+            tx_frames: 1024,
+            frame_size: 2048,
+            rx_ring: 4096,
+            batch: 64,
+            bind: BindMode::Auto,
+            checksum: RxChecksum::None,
+            auto_kick: Some(32),
+            max_frame: 1514,
+        }
+    }
+}
+
+impl XskConfig {
+    /// The same configuration with `rx` receive and `tx` transmit frames.
+    pub const fn with_frames(mut self, rx: u32, tx: u32) -> Self {
+        self.rx_frames = rx;
+        self.tx_frames = tx;
+        if self.rx_ring < rx {
+            self.rx_ring = rx;
+        }
+        self
+    }
+
+    /// The same configuration with another bind mode.
+    pub const fn with_bind(mut self, bind: BindMode) -> Self {
+        self.bind = bind;
+        self
+    }
+
+    /// The same configuration with another automatic kick threshold.
+    pub const fn with_auto_kick(mut self, threshold: Option<u32>) -> Self {
+        self.auto_kick = threshold;
+        self
+    }
+
+    /// The same configuration reporting `checksum` in the metadata.
+    pub const fn with_checksum(mut self, checksum: RxChecksum) -> Self {
+        self.checksum = checksum;
+        self
+    }
+}
+
+/// The kernel's counters of a socket (`XDP_STATISTICS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Frames dropped for other reasons (too long for a chunk, ...).
+    pub rx_dropped: u64,
+    /// Invalid fill-ring descriptors.
+    pub rx_invalid_descs: u64,
+    /// Invalid TX-ring descriptors.
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was empty when a frame arrived (frames dropped).
+    pub rx_fill_ring_empty: u64,
+    /// Times the TX ring was empty when the kernel looked.
+    pub tx_ring_empty: u64,
+}
+
+/// Receive counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxStats {
+    /// Frames handed out.
+    pub frames: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// RX-ring reads that found frames.
+    pub batches: u64,
+    /// Descriptors refused (outside the UMEM, or for a chunk the kernel did not own).
+    pub bad_descs: u64,
+    /// Chunks posted back to the fill ring.
+    pub refilled: u64,
+}
+
+/// Transmit counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxStats {
+    /// Frames put into the TX ring.
+    pub frames: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Completions taken back.
+    pub completed: u64,
+    /// `sendto` kicks.
+    pub kicks: u64,
+    /// Frames not sent: longer than a chunk, or the TX ring full.
+    pub dropped: u64,
+    /// Completions refused (outside the UMEM, or for a chunk not in flight).
+    pub bad_completions: u64,
+}
+
+fn errno_of(e: &xdpilone::Errno) -> i32 {
+    e.get_raw().abs()
+}
+
+fn xsk_error(op: &'static str, e: xdpilone::Errno) -> XdpError {
+    let errno = errno_of(&e);
+    match errno {
+        libc::EPERM | libc::EACCES => XdpError::Permission { op },
+        libc::EAFNOSUPPORT | libc::ENOPROTOOPT => XdpError::Unsupported {
+            op,
+            source: io::Error::from_raw_os_error(errno),
+        },
+        _ => XdpError::os(op, io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// One AF_XDP socket on one receive queue; [`XskSocket::split`] gives its halves to different
+/// threads if need be.
+pub struct XskSocket {
+    rx: XskRx,
+    tx: XskTx,
+}
+
+impl XdpProgram {
+    /// Opens an AF_XDP socket on receive queue `queue` with a UMEM of its own, and registers it
+    /// in the XSKMAP: from now on that queue's frames come to the socket.
+    ///
+    /// # Errors
+    /// [`XdpError::NoSuchQueue`] outside the map's slots, [`XdpError::Permission`],
+    /// [`XdpError::Unsupported`] without AF_XDP in the kernel, [`XdpError::Os`] naming the
+    /// failed step (`EBUSY` from bind: the queue has a socket already).
+    pub fn socket(&self, queue: u32, config: &XskConfig) -> Result<XskSocket, XdpError> {
+        if queue >= self.queues() {
+            return Err(XdpError::NoSuchQueue {
+                queue,
+                queues: self.queues(),
+            });
+        }
+        let c = *config;
+        if c.rx_frames == 0 || c.tx_frames == 0 || c.batch == 0 {
+            return Err(XdpError::os(
+                "configure the socket",
+                io::Error::from(io::ErrorKind::InvalidInput),
+            ));
+        }
+        let rx_frames = c.rx_frames;
+        let ring_of = |n: u32| n.max(1).checked_next_power_of_two().unwrap_or(1 << 31);
+        let area = Area::new(rx_frames + c.tx_frames, c.frame_size)
+            .map_err(|e| XdpError::os("map the UMEM", e))?;
+        let ifindex = self.ifindex();
+        let map = self.map_fd();
+        let (user, fill, comp, ring_rx, ring_tx) = in_netns(self.netns(), || {
+            let umem = sys::register_umem(
+                &area,
+                UmemConfig {
+                    fill_size: ring_of(rx_frames),
+                    complete_size: ring_of(c.tx_frames),
+                    frame_size: c.frame_size,
+                    headroom: 0,
+                    flags: 0,
+                },
+            )
+            .map_err(|e| xsk_error("create the AF_XDP socket and register its UMEM", e))?;
+            let mut info = IfInfo::invalid();
+            info.from_ifindex(ifindex)
+                .map_err(|e| xsk_error("look up the interface", e))?;
+            info.set_queue(queue);
+            let sock = Socket::with_shared(&info, &umem)
+                .map_err(|e| xsk_error("create the AF_XDP socket", e))?;
+            let device = umem
+                .fq_cq(&sock)
+                .map_err(|e| xsk_error("map the fill and completion rings", e))?;
+            let mut bind_flags = SocketConfig::XDP_BIND_NEED_WAKEUP;
+            match c.bind {
+                BindMode::Auto => {}
+                BindMode::Copy => bind_flags |= SocketConfig::XDP_BIND_COPY,
+                BindMode::ZeroCopy => bind_flags |= SocketConfig::XDP_BIND_ZEROCOPY,
+            }
+            let user = umem
+                .rx_tx(
+                    &sock,
+                    &SocketConfig {
+                        rx_size: NonZeroU32::new(ring_of(c.rx_ring.max(1))),
+                        tx_size: NonZeroU32::new(ring_of(c.tx_frames)),
+                        bind_flags,
+                    },
+                )
+                .map_err(|e| xsk_error("configure the RX and TX rings", e))?;
+            let ring_rx = user.map_rx().map_err(|e| xsk_error("map the RX ring", e))?;
+            let ring_tx = user.map_tx().map_err(|e| xsk_error("map the TX ring", e))?;
+            umem.bind(&user)
+                .map_err(|e| xsk_error("bind the AF_XDP socket to the queue", e))?;
+            sys::map_update(map, queue, user.as_raw_fd() as u32)
+                .map_err(|e| super::program::bpf_error("register the socket in the XSKMAP", e))?;
+            let (fill, comp) = device.into_parts();
+            Ok((user, fill, comp, ring_rx, ring_tx))
+        })?;
+        let user = Arc::new(user);
+        let mut rx = XskRx {
+            area: Arc::clone(&area),
+            ring: ring_rx,
+            fill,
+            user: Arc::clone(&user),
+            queue,
+            rx_frames,
+            batch: VecDeque::with_capacity(c.batch as usize),
+            batch_max: c.batch,
+            free: (0..rx_frames).rev().collect(),
+            checksum: c.checksum,
+            stats: RxStats::default(),
+        };
+        rx.post_free();
+        let tx = XskTx {
+            area,
+            ring: ring_tx,
+            comp,
+            user,
+            queue,
+            free: (rx_frames..rx_frames + c.tx_frames).rev().collect(),
+            tx_frames: c.tx_frames,
+            in_flight: 0,
+            auto_kick: c.auto_kick,
+            max_frame: c.max_frame.min(c.frame_size),
+            stats: TxStats::default(),
+        };
+        Ok(XskSocket { rx, tx })
+    }
+}
+
+impl XskSocket {
+    /// The receive half.
+    pub fn rx(&mut self) -> &mut XskRx {
+        &mut self.rx
+    }
+
+    /// The transmit half.
+    pub fn tx(&mut self) -> &mut XskTx {
+        &mut self.tx
+    }
+
+    /// Both halves, to use on different threads (the socket closes when both are dropped).
+    pub fn split(self) -> (XskRx, XskTx) {
+        (self.rx, self.tx)
+    }
+
+    /// The queue the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.rx.queue
+    }
+}
+
+fn kernel_stats(user: &User) -> io::Result<KernelStats> {
+    let s = user
+        .statistics_v2()
+        .map_err(|e| io::Error::from_raw_os_error(errno_of(&e)))?;
+    Ok(KernelStats {
+        rx_dropped: s.rx_dropped,
+        rx_invalid_descs: s.rx_invalid_descs,
+        tx_invalid_descs: s.tx_invalid_descs,
+        rx_ring_full: s.rx_ring_full,
+        rx_fill_ring_empty: s.rx_fill_ring_empty_descs,
+        tx_ring_empty: s.tx_ring_empty_descs,
+    })
+}
+
+/// The receive half: the RX and fill rings. Hands out frames as [`UmemFrame`] handles, in
+/// batches read from the RX ring, and posts the chunks of dropped handles back to the fill
+/// ring. Implements [`RxDriver`], so it feeds [`LroDevice`](crate::phy::LroDevice) and any
+/// coalescer loop.
+pub struct XskRx {
+    area: Arc<Area>,
+    ring: RingRx,
+    fill: FillQueue,
+    user: Arc<User>,
+    queue: u32,
+    rx_frames: u32,
+    batch: VecDeque<RxChunk>,
+    batch_max: u32,
+    /// Receive chunks the socket owns, not in the fill ring.
+    free: Vec<u32>,
+    checksum: RxChecksum,
+    stats: RxStats,
+}
+
+impl XskRx {
+    /// Posts free chunks to the fill ring, as many as it has room for.
+    fn post_free(&mut self) -> usize {
+        if self.free.is_empty() {
+            return 0;
+        }
+        let mut w = self.fill.fill(self.free.len() as u32);
+        let room = (w.capacity() as usize).min(self.free.len());
+        let area = &self.area;
+        let from = self.free.len() - room;
+        // Exactly `room` items for `room` reserved slots: none is consumed without a slot.
+        let n = w.insert(self.free.drain(from..).filter_map(|idx| area.post(idx)));
+        w.commit();
+        drop(w);
+        if self.fill.needs_wakeup() {
+            self.fill.wake();
+        }
+        self.stats.refilled += u64::from(n);
+        n as usize
+    }
+
+    /// Collects the chunks of dropped handles and posts them to the fill ring; returns how many
+    /// were posted. [`XskRx::receive_frame`] does this before reading the RX ring.
+    pub fn refill(&mut self) -> usize {
+        let free = &mut self.free;
+        self.area.collect_returned(|idx| free.push(idx));
+        self.post_free()
+    }
+
+    /// Reads up to a batch of descriptors from the RX ring into the socket's batch.
+    fn pull(&mut self) -> usize {
+        self.refill();
+        let mut read = self.ring.receive(self.batch_max);
+        let mut n = 0;
+        while let Some(XdpDesc { addr, len, .. }) = read.read() {
+            match self.area.claim(addr, len) {
+                Ok(chunk) => {
+                    self.batch.push_back(chunk);
+                    n += 1;
+                }
+                Err(_) => self.stats.bad_descs += 1,
+            }
+        }
+        read.release();
+        drop(read);
+        if n > 0 {
+            self.stats.batches += 1;
+        }
+        n
+    }
+
+    /// The next received frame, reading a batch from the RX ring when the last one is used up.
+    pub fn receive_frame(&mut self) -> Option<UmemFrame> {
+        if self.batch.is_empty() && self.pull() == 0 {
+            return None;
+        }
+        let chunk = self.batch.pop_front()?;
+        self.stats.frames += 1;
+        self.stats.bytes += u64::from(chunk.len());
+        Some(UmemFrame::new(chunk))
+    }
+
+    /// Up to `max` received frames appended to `out` (one RX-ring access per batch); returns
+    /// how many.
+    pub fn receive_batch(&mut self, out: &mut impl Extend<UmemFrame>, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(f) = self.receive_frame() else { break };
+            out.extend(std::iter::once(f));
+            n += 1;
+        }
+        n
+    }
+
+    /// Waits until the RX ring has frames or `timeout` passes (`None`: no limit); true when
+    /// frames are waiting.
+    ///
+    /// # Errors
+    /// The `poll(2)` failure.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
+        if !self.batch.is_empty() || self.ring.available() > 0 {
+            return Ok(true);
+        }
+        self.refill();
+        sys::poll_readable(self.user.as_raw_fd(), timeout)
+    }
+
+    /// Frames read from the RX ring and not yet handed out.
+    pub fn batched(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// The queue the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Receive counters.
+    pub fn stats(&self) -> RxStats {
+        self.stats
+    }
+
+    /// The kernel's counters for the socket.
+    ///
+    /// # Errors
+    /// The `getsockopt` failure.
+    pub fn kernel_stats(&self) -> io::Result<KernelStats> {
+        kernel_stats(&self.user)
+    }
+
+    /// Where the receive chunks are (see [`FrameAccount`]).
+    pub fn account(&self) -> FrameAccount {
+        let c = self.area.counts(0..self.rx_frames);
+        FrameAccount {
+            total: self.rx_frames,
+            kernel: c.kernel,
+            fill_ring: self.fill.pending(),
+            rx_ring: self.ring.available(),
+            held: c.held,
+            returned: c.returned,
+            free: c.free,
+            claimed: self.stats.frames + self.batch.len() as u64,
+            dropped: self.area.dropped(),
+        }
+    }
+}
+
+impl RxDriver for XskRx {
+    type Frame = UmemFrame;
+
+    #[inline]
+    fn receive(&mut self, now: u64) -> Option<(UmemFrame, RxMeta)> {
+        let frame = self.receive_frame()?;
+        Some((frame, RxMeta::ethernet(now).with_checksum(self.checksum)))
+    }
+}
+
+impl std::fmt::Debug for XskRx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XskRx")
+            .field("queue", &self.queue)
+            .field("stats", &self.stats)
+            .field("account", &self.account())
+            .finish()
+    }
+}
+
+/// The socket's file descriptor (for `poll`/`epoll` in a caller's loop); it stays open while
+/// either half lives.
+impl AsRawFd for XskRx {
+    fn as_raw_fd(&self) -> RawFd {
+        self.user.as_raw_fd()
+    }
+}
+
+/// The transmit half: the TX and completion rings. Frames are written straight into free UMEM
+/// chunks ([`XskTx::buffer`]), queued in the TX ring, and sent by a `sendto` kick (veth and
+/// other copy-mode drivers send nothing without one); completed chunks return to the free
+/// list. With the `smoltcp` feature it is a smoltcp device (transmit only).
+pub struct XskTx {
+    area: Arc<Area>,
+    ring: RingTx,
+    comp: CompletionQueue,
+    user: Arc<User>,
+    queue: u32,
+    free: Vec<u32>,
+    tx_frames: u32,
+    in_flight: u32,
+    auto_kick: Option<u32>,
+    max_frame: u32,
+    stats: TxStats,
+}
+
+/// Why a frame was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TxError {
+    /// Every transmit chunk is in flight: [`XskTx::flush`] and try again.
+    Full,
+    /// Longer than a UMEM chunk.
+    TooLong {
+        /// Frame length.
+        len: usize,
+        /// Chunk size.
+        max: usize,
+    },
+}
+
+impl std::fmt::Display for TxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Full => f.write_str("every transmit frame is in flight"),
+            Self::TooLong { len, max } => {
+                write!(f, "a {len}-byte frame does not fit a {max}-byte UMEM chunk")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TxError {}
+
+impl XskTx {
+    /// Takes back the chunks the kernel has finished sending; returns how many.
+    pub fn complete(&mut self) -> usize {
+        let mut read = self.comp.complete(self.tx_frames);
+        let mut n = 0;
+        while let Some(addr) = read.read() {
+            match self.area.reclaim(addr) {
+                Ok(idx) => {
+                    self.free.push(idx);
+                    self.in_flight -= 1;
+                    n += 1;
+                }
+                Err(_) => self.stats.bad_completions += 1,
+            }
+        }
+        read.release();
+        drop(read);
+        self.stats.completed += n as u64;
+        n
+    }
+
+    /// Kicks the kernel until the TX ring is empty (or stops making progress), then takes
+    /// completions back. Returns the frames still waiting in the TX ring.
+    pub fn flush(&mut self) -> u32 {
+        let mut last = u32::MAX;
+        for _ in 0..1024 {
+            let pending = self.ring.pending();
+            if pending == 0 || pending == last || !self.ring.needs_wakeup() {
+                break;
+            }
+            last = pending;
+            self.ring.wake();
+            self.stats.kicks += 1;
+        }
+        self.complete();
+        self.ring.pending()
+    }
+
+    /// A free chunk to write the next frame into; `None` when every chunk is in flight (after
+    /// taking completions back).
+    pub fn buffer(&mut self) -> Option<TxBuffer<'_>> {
+        if self.free.is_empty() {
+            self.complete();
+        }
+        let idx = self.free.pop()?;
+        Some(TxBuffer {
+            tx: self,
+            idx: Some(idx),
+        })
+    }
+
+    /// Copies `frame` into a free chunk and queues it.
+    ///
+    /// # Errors
+    /// [`TxError::Full`] when every chunk is in flight, [`TxError::TooLong`].
+    pub fn send(&mut self, frame: &[u8]) -> Result<(), TxError> {
+        let max = self.area.chunk_size() as usize;
+        if frame.len() > max {
+            return Err(TxError::TooLong {
+                len: frame.len(),
+                max,
+            });
+        }
+        let buf = self.buffer().ok_or(TxError::Full)?;
+        buf.send(frame.len(), |b| b.copy_from_slice(frame));
+        Ok(())
+    }
+
+    /// Frames queued in the TX ring that the kernel has not taken yet.
+    pub fn pending(&self) -> u32 {
+        self.ring.pending()
+    }
+
+    /// Frames in the TX ring or sent and not completed.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// Changes the automatic kick threshold (see [`XskConfig::auto_kick`]).
+    pub fn set_auto_kick(&mut self, threshold: Option<u32>) {
+        self.auto_kick = threshold;
+    }
+
+    /// The queue the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Transmit counters.
+    pub fn stats(&self) -> TxStats {
+        self.stats
+    }
+
+    /// The kernel's counters for the socket.
+    ///
+    /// # Errors
+    /// The `getsockopt` failure.
+    pub fn kernel_stats(&self) -> io::Result<KernelStats> {
+        kernel_stats(&self.user)
+    }
+
+    /// Where the transmit chunks are.
+    pub fn account(&self) -> TxAccount {
+        TxAccount {
+            total: self.tx_frames,
+            free: self.free.len() as u32,
+            in_flight: self.in_flight,
+        }
+    }
+
+    /// Largest frame, Ethernet header included, that the stack should send.
+    pub fn max_frame(&self) -> usize {
+        self.max_frame as usize
+    }
+}
+
+impl std::fmt::Debug for XskTx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XskTx")
+            .field("queue", &self.queue)
+            .field("stats", &self.stats)
+            .field("account", &self.account())
+            .finish()
+    }
+}
+
+/// A free transmit chunk, reserved: [`TxBuffer::send`] writes and queues the frame; dropped
+/// unsent, the chunk goes back to the free list.
+pub struct TxBuffer<'a> {
+    tx: &'a mut XskTx,
+    idx: Option<u32>,
+}
+
+impl TxBuffer<'_> {
+    /// Lets `f` write a `len`-byte frame into the chunk and queues it in the TX ring. A frame
+    /// longer than the chunk is written into a scratch buffer and dropped (counted in
+    /// [`TxStats::dropped`]): the callback always runs, as smoltcp requires.
+    pub fn send<R>(mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let Some(idx) = self.idx.take() else {
+            // Not reachable: `idx` is taken only here, and `send` consumes the buffer.
+            return f(&mut vec![0; len]);
+        };
+        let XskTx {
+            area,
+            ring,
+            free,
+            in_flight,
+            stats,
+            auto_kick,
+            ..
+        } = &mut *self.tx;
+        let Some(mut chunk) = area
+            .tx_chunk(idx)
+            .filter(|_| len <= area.chunk_size() as usize)
+        else {
+            free.push(idx);
+            stats.dropped += 1;
+            return f(&mut vec![0; len]);
+        };
+        let r = f(&mut chunk.bytes_mut()[..len]);
+        let addr = chunk.submit();
+        let mut w = ring.transmit(1);
+        let queued = w.insert_once(XdpDesc {
+            addr,
+            len: len as u32,
+            options: 0,
+        });
+        w.commit();
+        drop(w);
+        if queued {
+            *in_flight += 1;
+            stats.frames += 1;
+            stats.bytes += len as u64;
+        } else {
+            // The TX ring is as large as the transmit pool, so this does not happen; the chunk
+            // is taken back all the same.
+            if let Ok(i) = area.reclaim(addr) {
+                free.push(i);
+            }
+            stats.dropped += 1;
+        }
+        if let Some(t) = *auto_kick {
+            if ring.pending() >= t {
+                self.tx.flush();
+            }
+        }
+        r
+    }
+
+    /// Room in the chunk.
+    pub fn capacity(&self) -> usize {
+        self.tx.area.chunk_size() as usize
+    }
+}
+
+impl Drop for TxBuffer<'_> {
+    fn drop(&mut self) {
+        if let Some(idx) = self.idx.take() {
+            self.tx.free.push(idx);
+        }
+    }
+}
+
+#[cfg(feature = "smoltcp")]
+mod smol {
+    use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
+    use smoltcp::time::Instant;
+
+    use super::{TxBuffer, XskTx};
+
+    /// The receive token of a transmit-only device: never handed out.
+    pub enum NoRx {}
+
+    impl RxToken for NoRx {
+        fn consume<R, F: FnOnce(&[u8]) -> R>(self, _f: F) -> R {
+            match self {}
+        }
+    }
+
+    impl TxToken for TxBuffer<'_> {
+        fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+            self.send(len, f)
+        }
+    }
+
+    /// Transmit only: receiving goes through [`XskRx`](super::XskRx) and the coalescer
+    /// ([`LroDevice`](crate::phy::LroDevice)).
+    impl Device for XskTx {
+        type RxToken<'a> = NoRx;
+        type TxToken<'a> = TxBuffer<'a>;
+
+        fn receive(&mut self, _timestamp: Instant) -> Option<(NoRx, TxBuffer<'_>)> {
+            None
+        }
+
+        fn transmit(&mut self, _timestamp: Instant) -> Option<TxBuffer<'_>> {
+            self.buffer()
+        }
+
+        fn capabilities(&self) -> DeviceCapabilities {
+            let mut caps = DeviceCapabilities::default();
+            caps.medium = Medium::Ethernet;
+            caps.max_transmission_unit = self.max_frame();
+            caps
+        }
+    }
+}
+
+#[cfg(feature = "smoltcp")]
+pub use smol::NoRx;

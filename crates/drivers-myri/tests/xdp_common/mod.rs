@@ -1,0 +1,678 @@
+//! Shared by the AF_XDP tests: skip logic, namespaces and a veth pair that delete themselves,
+//! the kernel's TCP client and server (std sockets in a namespace), a smoltcp node on an
+//! AF_XDP socket with the coalescer in front, hashing and CPU time.
+//!
+//! Layout of every test: namespace `<prefix>a` holds the XDP side of the veth pair (no IP
+//! address: smoltcp is 198.18.0.2 behind AF_XDP), namespace `<prefix>b` the kernel side
+//! (198.18.0.1/24, a permanent neighbour entry for smoltcp, checksum/TSO/GSO offload off so
+//! frames on the wire are wire-size with real checksums).
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::time::{Duration, Instant as WallInstant};
+
+use drivers_myri::phy::{LroDevice, STAGING_LEN};
+use drivers_myri::smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
+use drivers_myri::smoltcp::socket::tcp;
+use drivers_myri::smoltcp::time::Instant;
+use drivers_myri::smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
+use std::collections::VecDeque;
+
+use drivers_myri::xdp::{UmemFrame, XskRx, XskTx};
+use drivers_myri::RxDriver;
+use lro_core::RxMeta;
+
+/// The kernel's address (namespace b).
+pub(crate) const KERNEL_IP: &str = "198.18.0.1";
+/// smoltcp's address behind AF_XDP.
+pub(crate) const SMOL_IP: [u8; 4] = [198, 18, 0, 2];
+/// smoltcp's MAC address.
+pub(crate) const SMOL_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x4d, 0x20];
+/// smoltcp's MAC in `ip neigh` notation.
+pub(crate) const SMOL_MAC_STR: &str = "02:00:00:00:4d:20";
+
+/// Runs a command; its stderr on failure.
+pub(crate) fn run(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A command's stdout.
+pub(crate) fn output(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Why the AF_XDP tests cannot run here, if they cannot.
+pub(crate) fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(
+            "not root (namespaces, veth, XDP and AF_XDP need CAP_NET_ADMIN/CAP_BPF)".into(),
+        );
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("`ip` (iproute2) not found".into());
+    }
+    if Command::new("ethtool").arg("--version").output().is_err() {
+        return Some("`ethtool` not found (apt-get install -y ethtool)".into());
+    }
+    // SAFETY: socket(2) with constant arguments; the descriptor is closed right away.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW, 0) };
+    if fd < 0 {
+        return Some(format!(
+            "no AF_XDP sockets in this kernel: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: `fd` is the socket just created and owned here.
+    unsafe { libc::close(fd) };
+    // bpf(2) may be refused even to root (a container's seccomp filter or missing CAP_BPF):
+    // try to create a one-slot XSKMAP, the first thing the backend does.
+    #[repr(C)]
+    struct MapCreate {
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+    }
+    let mut attr = MapCreate {
+        map_type: 17, // BPF_MAP_TYPE_XSKMAP
+        key_size: 4,
+        value_size: 4,
+        max_entries: 1,
+    };
+    // SAFETY: BPF_MAP_CREATE (0) with a valid, writable prefix of `union bpf_attr` and its
+    // size; the returned descriptor is closed right away.
+    let map = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            0,
+            &mut attr as *mut MapCreate,
+            std::mem::size_of::<MapCreate>() as u32,
+        )
+    };
+    if map < 0 {
+        return Some(format!(
+            "bpf(2) cannot create an XSKMAP here: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: `map` is the descriptor just created and owned here.
+    unsafe { libc::close(map as i32) };
+    None
+}
+
+/// The test's namespaces and veth pair, or `None` after printing why the test skips (not
+/// root, no AF_XDP or bpf(2), namespaces or veth pairs not allowed here).
+pub(crate) fn setup(tag: &str, queues: u32) -> Option<Net> {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return None;
+    }
+    match Net::new(tag, queues) {
+        Ok(net) => Some(net),
+        Err(e) => {
+            println!("skipped: cannot create the namespaces and veth pair: {e}");
+            None
+        }
+    }
+}
+
+/// Moves the calling thread into namespace `ns`.
+pub(crate) fn enter(ns: &str) -> std::io::Result<()> {
+    let f = File::open(format!("/var/run/netns/{ns}"))?;
+    // SAFETY: `f` is an open namespace file; setns changes the network namespace of the
+    // calling thread only.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Two namespaces and a veth pair between them, deleted on drop (also on panic).
+pub(crate) struct Net {
+    /// Namespace of the XDP side.
+    pub(crate) ns_a: String,
+    /// Namespace of the kernel side.
+    pub(crate) ns_b: String,
+    /// The XDP side's interface (in `ns_a`).
+    pub(crate) if_a: String,
+    /// The kernel side's interface (in `ns_b`).
+    pub(crate) if_b: String,
+}
+
+impl Net {
+    /// `queues` queues on both ends; the kernel side configured for wire-size, checksummed
+    /// frames; `tag` keeps the names of tests running at once apart.
+    pub(crate) fn new(tag: &str, queues: u32) -> Result<Self, String> {
+        let pid = std::process::id();
+        let net = Self {
+            ns_a: format!("xdp{pid}{tag}a"),
+            ns_b: format!("xdp{pid}{tag}b"),
+            if_a: format!("xdp{pid}{tag}a"),
+            if_b: format!("xdp{pid}{tag}b"),
+        };
+        run(&["ip", "netns", "add", &net.ns_a])?;
+        run(&["ip", "netns", "add", &net.ns_b])?;
+        // No IPv6 (router solicitations, MLD reports, DAD) on the link: the frames that cross
+        // it are the test's.
+        for ns in [&net.ns_a, &net.ns_b] {
+            run(&[
+                "ip", "netns", "exec", ns, "sh", "-c",
+                "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
+            ])?;
+        }
+        // A connection keeps its transmit queue: no new hash after a retransmission timeout,
+        // which would move it to another RX queue (another smoltcp, with several queues).
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &net.ns_b,
+            "sh",
+            "-c",
+            "echo 0 > /proc/sys/net/core/txrehash",
+        ])?;
+        let q = queues.to_string();
+        run(&[
+            "ip",
+            "link",
+            "add",
+            &net.if_a,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "netns",
+            &net.ns_a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &net.if_b,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "netns",
+            &net.ns_b,
+        ])?;
+        let addr = format!("{KERNEL_IP}/24");
+        let smol_ip = format!(
+            "{}.{}.{}.{}",
+            SMOL_IP[0], SMOL_IP[1], SMOL_IP[2], SMOL_IP[3]
+        );
+        for cmd in [
+            &["ip", "-n", &net.ns_a, "link", "set", "lo", "up"][..],
+            &["ip", "-n", &net.ns_a, "link", "set", &net.if_a, "up"],
+            &["ip", "-n", &net.ns_b, "link", "set", "lo", "up"],
+            &[
+                "ip", "-n", &net.ns_b, "addr", "add", &addr, "dev", &net.if_b,
+            ],
+            &["ip", "-n", &net.ns_b, "link", "set", &net.if_b, "up"],
+            &[
+                "ip",
+                "-n",
+                &net.ns_b,
+                "neigh",
+                "replace",
+                &smol_ip,
+                "lladdr",
+                SMOL_MAC_STR,
+                "dev",
+                &net.if_b,
+                "nud",
+                "permanent",
+            ],
+            &[
+                "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.if_b, "tx", "off", "tso",
+                "off", "gso", "off",
+            ],
+        ] {
+            run(cmd)?;
+        }
+        let features = output(&["ip", "netns", "exec", &net.ns_b, "ethtool", "-k", &net.if_b])?;
+        for off in [
+            "tx-checksumming: off",
+            "tcp-segmentation-offload: off",
+            "generic-segmentation-offload: off",
+        ] {
+            if !features.contains(off) {
+                return Err(format!("{off} expected on {}", net.if_b));
+            }
+        }
+        Ok(net)
+    }
+
+    /// The kernel receiver ACKs every segment: quick ACKs on its route, no GRO on its veth.
+    pub(crate) fn kernel_acks_every_segment(&self) -> Result<(), String> {
+        run(&[
+            "ip", "netns", "exec", &self.ns_b, "ethtool", "-K", &self.if_b, "gro", "off",
+        ])?;
+        run(&[
+            "ip",
+            "-n",
+            &self.ns_b,
+            "route",
+            "change",
+            "198.18.0.0/24",
+            "dev",
+            &self.if_b,
+            "proto",
+            "kernel",
+            "scope",
+            "link",
+            "src",
+            KERNEL_IP,
+            "quickack",
+            "1",
+        ])?;
+        let routes = output(&["ip", "-n", &self.ns_b, "route", "show", "198.18.0.0/24"])?;
+        if !routes.contains("quickack 1") {
+            return Err(format!("quickack not set on the route: {routes}"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes the veth end inside it, and with it the pair.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns_a])
+            .status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns_b])
+            .status();
+    }
+}
+
+/// FNV-1a, 64 bits.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fnv(pub(crate) u64);
+
+impl Fnv {
+    pub(crate) fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    pub(crate) fn update(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// A xorshift byte stream, so reordering, loss or duplication cannot go unnoticed.
+pub(crate) struct Stream(u64);
+
+impl Stream {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+
+    pub(crate) fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            let bytes = self.0.to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+}
+
+/// Thread CPU time in nanoseconds.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is always supported
+    // on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The kernel TCP client: in namespace `ns`, connects to smoltcp's `port`, sends `total` bytes
+/// of the stream seeded with `seed`, closes. Returns the hash of what it sent.
+pub(crate) fn kernel_client(
+    ns: &str,
+    port: u16,
+    total: usize,
+    seed: u64,
+    limit: Duration,
+) -> std::io::Result<u64> {
+    enter(ns)?;
+    let addr: SocketAddr = format!(
+        "{}.{}.{}.{}:{port}",
+        SMOL_IP[0], SMOL_IP[1], SMOL_IP[2], SMOL_IP[3]
+    )
+    .parse()
+    .expect("address");
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+    stream.set_write_timeout(Some(limit))?;
+    let mut hash = Fnv::new();
+    let mut data = Stream::new(seed);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut sent = 0;
+    while sent < total {
+        let n = buf.len().min(total - sent);
+        data.fill(&mut buf[..n]);
+        hash.update(&buf[..n]);
+        stream.write_all(&buf[..n])?;
+        sent += n;
+    }
+    stream.shutdown(Shutdown::Write)?;
+    // Wait for smoltcp's FIN so the connection ends cleanly before the namespace goes.
+    let mut rest = [0u8; 64];
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let _ = stream.read(&mut rest);
+    Ok(hash.0)
+}
+
+/// The kernel TCP server: listens in namespace `ns` on `port` (ready when `ready` is sent),
+/// accepts one connection, reads to the end. Returns the bytes and their hash.
+pub(crate) fn kernel_server(
+    ns: &str,
+    port: u16,
+    ready: std::sync::mpsc::Sender<()>,
+    limit: Duration,
+) -> std::io::Result<(usize, u64)> {
+    enter(ns)?;
+    let listener = TcpListener::bind(format!("{KERNEL_IP}:{port}"))?;
+    let _ = ready.send(());
+    let (mut stream, _) = listener.accept()?;
+    stream.set_read_timeout(Some(limit))?;
+    let mut hash = Fnv::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0;
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+        total += n;
+    }
+    Ok((total, hash.0))
+}
+
+/// A receive driver the node can wait on.
+pub(crate) trait Wait: RxDriver {
+    fn wait_frames(&mut self, timeout: Duration);
+    fn socket(&mut self) -> &mut XskRx;
+}
+
+impl Wait for XskRx {
+    fn wait_frames(&mut self, timeout: Duration) {
+        let _ = self.wait(Some(timeout));
+    }
+
+    fn socket(&mut self) -> &mut XskRx {
+        self
+    }
+}
+
+/// A frame from the socket or one the test injects (see [`Primed`]).
+pub(crate) enum Frame {
+    Injected(Vec<u8>),
+    Umem(UmemFrame),
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Self::Injected(v) => v,
+            Self::Umem(f) => f.as_ref(),
+        }
+    }
+}
+
+impl AsMut<[u8]> for Frame {
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self {
+            Self::Injected(v) => v,
+            Self::Umem(f) => f.as_mut(),
+        }
+    }
+}
+
+/// The socket's receive half, after frames the test hands smoltcp first: with several queues,
+/// each queue's smoltcp learns the kernel's MAC from an injected ARP request (the kernel's own
+/// ARP traffic reaches one queue only).
+pub(crate) struct Primed {
+    pub(crate) first: VecDeque<Vec<u8>>,
+    pub(crate) rx: XskRx,
+}
+
+impl RxDriver for Primed {
+    type Frame = Frame;
+
+    fn receive(&mut self, now: u64) -> Option<(Frame, RxMeta)> {
+        if let Some(f) = self.first.pop_front() {
+            return Some((Frame::Injected(f), RxMeta::ethernet(now)));
+        }
+        let (f, meta) = self.rx.receive(now)?;
+        Some((Frame::Umem(f), meta))
+    }
+}
+
+impl Wait for Primed {
+    fn wait_frames(&mut self, timeout: Duration) {
+        if self.first.is_empty() {
+            let _ = self.rx.wait(Some(timeout));
+        }
+    }
+
+    fn socket(&mut self) -> &mut XskRx {
+        &mut self.rx
+    }
+}
+
+/// An ARP request from `mac`/`ip` for smoltcp's address: smoltcp fills its neighbour cache
+/// from it.
+pub(crate) fn arp_request(mac: [u8; 6], ip: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0u8; 42];
+    f[0..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    f[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    f[22..28].copy_from_slice(&mac);
+    f[28..32].copy_from_slice(&ip);
+    f[38..42].copy_from_slice(&SMOL_IP);
+    f
+}
+
+/// The MAC address of `ifname` in namespace `ns`.
+pub(crate) fn mac_of(ns: &str, ifname: &str) -> Result<[u8; 6], String> {
+    let out = output(&["ip", "-n", ns, "-br", "link", "show", "dev", ifname])?;
+    let word = out
+        .split_whitespace()
+        .find(|w| w.len() == 17 && w.matches(':').count() == 5)
+        .ok_or_else(|| format!("no MAC in {out:?}"))?;
+    let mut mac = [0u8; 6];
+    for (m, part) in mac.iter_mut().zip(word.split(':')) {
+        *m = u8::from_str_radix(part, 16).map_err(|e| e.to_string())?;
+    }
+    Ok(mac)
+}
+
+/// smoltcp on an AF_XDP socket with the coalescer in front.
+pub(crate) struct Node<'s, R: Wait = XskRx> {
+    pub(crate) dev: LroDevice<'s, R, XskTx>,
+    pub(crate) iface: Interface,
+    pub(crate) sockets: SocketSet<'static>,
+    pub(crate) start: WallInstant,
+}
+
+/// A staging buffer for [`Node::new`].
+pub(crate) fn staging() -> Vec<u8> {
+    vec![0u8; STAGING_LEN]
+}
+
+impl<'s, R: Wait> Node<'s, R> {
+    pub(crate) fn new(rx: R, tx: XskTx, staging: &'s mut [u8]) -> Self {
+        let start = WallInstant::now();
+        let mut dev: LroDevice<'s, R, XskTx> = LroDevice::new(rx, tx, staging);
+        let hw = HardwareAddress::Ethernet(EthernetAddress(SMOL_MAC));
+        let mut iface = Interface::new(IfaceConfig::new(hw), &mut dev, Instant::from_micros(0));
+        iface.update_ip_addrs(|a| {
+            a.push(IpCidr::new(
+                IpAddress::v4(SMOL_IP[0], SMOL_IP[1], SMOL_IP[2], SMOL_IP[3]),
+                24,
+            ))
+            .expect("one address");
+        });
+        Self {
+            dev,
+            iface,
+            sockets: SocketSet::new(vec![]),
+            start,
+        }
+    }
+
+    pub(crate) fn now(&self) -> Instant {
+        Instant::from_micros(self.start.elapsed().as_micros() as i64)
+    }
+
+    /// A listening TCP socket with buffers of `rx`/`tx` bytes.
+    pub(crate) fn listen(&mut self, port: u16, rx: usize, tx: usize) -> SocketHandle {
+        let mut socket = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0u8; rx]),
+            tcp::SocketBuffer::new(vec![0u8; tx]),
+        );
+        socket.listen(port).expect("listen");
+        self.sockets.add(socket)
+    }
+
+    /// One smoltcp poll; returns its thread CPU time in nanoseconds. The TX kick happens
+    /// outside ([`Node::kick`]).
+    pub(crate) fn poll(&mut self) -> u64 {
+        let now = self.now();
+        let t0 = thread_cpu_ns();
+        self.iface.poll(now, &mut self.dev, &mut self.sockets);
+        thread_cpu_ns() - t0
+    }
+
+    /// Sends what smoltcp queued in the TX ring.
+    pub(crate) fn kick(&mut self) {
+        self.dev.inner_mut().flush();
+    }
+
+    /// Waits for frames, at most until smoltcp's next deadline (and at most 10 ms).
+    pub(crate) fn wait(&mut self) {
+        let now = self.now();
+        let delay = self
+            .iface
+            .poll_delay(now, &self.sockets)
+            .map_or(Duration::from_millis(10), |d| {
+                Duration::from_micros(d.total_micros())
+            })
+            .min(Duration::from_millis(10));
+        self.dev.driver_mut().wait_frames(delay);
+    }
+
+    /// Gives every frame the device holds back, drops the interface and returns the socket
+    /// halves (for the frame accounting).
+    pub(crate) fn finish(self) -> (R, XskTx) {
+        let Self { dev, .. } = self;
+        let (mut rx, mut tx) = dev.into_parts();
+        rx.socket().refill();
+        tx.flush();
+        (rx, tx)
+    }
+}
+
+/// Drains what the socket has, if anything (after a test, before the accounting).
+pub(crate) fn drain(rx: &mut XskRx) -> usize {
+    let mut n = 0;
+    while let Some((frame, _)) = rx.receive(0) {
+        drop(frame);
+        n += 1;
+    }
+    rx.refill();
+    n
+}
+
+/// Sends every frame out of `ifname` in namespace `ns` through an AF_PACKET raw socket.
+pub(crate) fn inject(
+    ns: &str,
+    ifname: &str,
+    frames: &[Vec<u8>],
+    pace: Duration,
+) -> Result<usize, String> {
+    enter(ns).map_err(|e| format!("setns: {e}"))?;
+    let name = std::ffi::CString::new(ifname).map_err(|e| e.to_string())?;
+    // SAFETY: `name` is a NUL-terminated string that outlives the call.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        return Err(format!("no interface {ifname}"));
+    }
+    // SAFETY: socket(2) with constant arguments; protocol 0: this socket only sends.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    if fd < 0 {
+        return Err(format!(
+            "AF_PACKET socket: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let mut addr: libc::sockaddr_ll = libc::sockaddr_ll {
+        sll_family: libc::AF_PACKET as u16,
+        sll_protocol: 0,
+        sll_ifindex: ifindex as i32,
+        sll_hatype: 0,
+        sll_pkttype: 0,
+        sll_halen: 6,
+        sll_addr: [0; 8],
+    };
+    addr.sll_addr[..6].copy_from_slice(&SMOL_MAC);
+    let mut sent = 0;
+    for f in frames {
+        // SAFETY: `f` is a live buffer of `f.len()` bytes, `addr` a valid sockaddr_ll of the
+        // size passed, and `fd` the socket created above.
+        let rc = unsafe {
+            libc::sendto(
+                fd,
+                f.as_ptr().cast(),
+                f.len(),
+                0,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: `fd` is ours and closed once.
+            unsafe { libc::close(fd) };
+            return Err(format!("sendto ({} bytes): {e}", f.len()));
+        }
+        sent += 1;
+        if !pace.is_zero() {
+            std::thread::sleep(pace);
+        }
+    }
+    // SAFETY: `fd` is ours and closed once.
+    unsafe { libc::close(fd) };
+    Ok(sent)
+}
