@@ -50,7 +50,9 @@
 //! buffer memory, handed out as unique fragment tokens. Every block states its `SAFETY`.
 
 mod desc;
+pub mod enet;
 mod ring;
+mod sys;
 
 #[cfg(feature = "smoltcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "smoltcp")))]
@@ -83,7 +85,7 @@ mod test_frames {
     }
 }
 
-pub use desc::{bits, RxDescriptor};
+pub use desc::{bits, RxDescriptor, RxDescriptorFormat};
 pub use ring::{
     BufferLayout, LayoutError, RingStats, RxFrame, RxRing, RxRingStorage, MAX_FRAG_SIZE,
     MIN_FRAG_SIZE,

@@ -24,7 +24,7 @@ use lro_core::{Coalesce, Coalescer, Config, Segment, Sink, Stats};
 use smoltcp::phy::{Device, DeviceCapabilities, RxToken};
 use smoltcp::time::Instant;
 
-use crate::{RxFrame, RxRing};
+use crate::{RxDescriptor, RxDescriptorFormat, RxFrame, RxRing};
 
 /// Bytes of link header a merged segment may carry before its IP header (Ethernet and two
 /// in-line VLAN tags).
@@ -54,8 +54,8 @@ pub struct AdapterStats {
 }
 
 /// A frame of a completed segment, waiting in its ring buffer for smoltcp.
-struct Pending<'r> {
-    frame: RxFrame<'r>,
+struct Pending<'r, D: RxDescriptorFormat> {
+    frame: RxFrame<'r, D>,
     /// The bytes of the frame that belong to the segment.
     start: u32,
     end: u32,
@@ -68,23 +68,23 @@ struct Pending<'r> {
 }
 
 /// Receive state: the engine, the queue of completed segments, the staging buffer.
-struct RxState<'r, const N: usize, const S: usize, const Q: usize> {
-    engine: Coalescer<RxFrame<'r>, N, S>,
-    pending: Deque<Pending<'r>, Q>,
+struct RxState<'r, const N: usize, const S: usize, const Q: usize, D: RxDescriptorFormat> {
+    engine: Coalescer<RxFrame<'r, D>, N, S>,
+    pending: Deque<Pending<'r, D>, Q>,
     staging: &'r mut [u8],
     coalescing: bool,
     stats: AdapterStats,
 }
 
 /// Puts completed segments into the pending queue, frames still in their ring buffers.
-struct PendingSink<'x, 'r, const S: usize, const Q: usize> {
-    pending: &'x mut Deque<Pending<'r>, Q>,
+struct PendingSink<'x, 'r, const S: usize, const Q: usize, D: RxDescriptorFormat> {
+    pending: &'x mut Deque<Pending<'r, D>, Q>,
     staging_len: usize,
     stats: &'x mut AdapterStats,
 }
 
-impl<'r, const S: usize, const Q: usize> PendingSink<'_, 'r, S, Q> {
-    fn push_alone(&mut self, frame: RxFrame<'r>) {
+impl<'r, const S: usize, const Q: usize, D: RxDescriptorFormat> PendingSink<'_, 'r, S, Q, D> {
+    fn push_alone(&mut self, frame: RxFrame<'r, D>) {
         let len = frame.len() as u32;
         let p = Pending {
             frame,
@@ -100,8 +100,10 @@ impl<'r, const S: usize, const Q: usize> PendingSink<'_, 'r, S, Q> {
     }
 }
 
-impl<'r, const S: usize, const Q: usize> Sink<RxFrame<'r>> for PendingSink<'_, 'r, S, Q> {
-    fn segment(&mut self, segment: Segment<'_, RxFrame<'r>>) {
+impl<'r, const S: usize, const Q: usize, D: RxDescriptorFormat> Sink<RxFrame<'r, D>>
+    for PendingSink<'_, 'r, S, Q, D>
+{
+    fn segment(&mut self, segment: Segment<'_, RxFrame<'r, D>>) {
         let info = *segment.info();
         let n = usize::from(info.frames);
         if (n > 1 && info.len > self.staging_len)
@@ -134,13 +136,15 @@ impl<'r, const S: usize, const Q: usize> Sink<RxFrame<'r>> for PendingSink<'_, '
         }
     }
 
-    fn release(&mut self, frame: RxFrame<'r>) {
+    fn release(&mut self, frame: RxFrame<'r, D>) {
         self.stats.superseded += 1;
         frame.recycle();
     }
 }
 
-impl<'r, const N: usize, const S: usize, const Q: usize> RxState<'r, N, S, Q> {
+impl<'r, const N: usize, const S: usize, const Q: usize, D: RxDescriptorFormat>
+    RxState<'r, N, S, Q, D>
+{
     /// Drops frames left at the front without their head (a token dropped unconsumed).
     fn skip_orphans(&mut self) {
         while self.pending.front().is_some_and(|p| !p.head) {
@@ -151,8 +155,8 @@ impl<'r, const N: usize, const S: usize, const Q: usize> RxState<'r, N, S, Q> {
 
     /// One burst: takes what the ring has (as much as the queue can take whatever the engine
     /// emits), then flushes everything held.
-    fn fill(&mut self, ring: &'r RxRing<'r>, now: u64) {
-        let mut sink: PendingSink<'_, 'r, S, Q> = PendingSink {
+    fn fill(&mut self, ring: &'r RxRing<'r, D>, now: u64) {
+        let mut sink: PendingSink<'_, 'r, S, Q, D> = PendingSink {
             pending: &mut self.pending,
             staging_len: self.staging.len(),
             stats: &mut self.stats,
@@ -177,12 +181,21 @@ impl<'r, const N: usize, const S: usize, const Q: usize> RxState<'r, N, S, Q> {
 }
 
 /// smoltcp's receive token: one segment.
-pub struct LroRxToken<'a, 'r, const N: usize, const S: usize, const Q: usize> {
-    head: Pending<'r>,
-    rx: &'a mut RxState<'r, N, S, Q>,
+pub struct LroRxToken<
+    'a,
+    'r,
+    const N: usize,
+    const S: usize,
+    const Q: usize,
+    D: RxDescriptorFormat = RxDescriptor,
+> {
+    head: Pending<'r, D>,
+    rx: &'a mut RxState<'r, N, S, Q, D>,
 }
 
-impl<const N: usize, const S: usize, const Q: usize> RxToken for LroRxToken<'_, '_, N, S, Q> {
+impl<const N: usize, const S: usize, const Q: usize, D: RxDescriptorFormat> RxToken
+    for LroRxToken<'_, '_, N, S, Q, D>
+{
     fn consume<R, F>(self, f: F) -> R
     where
         F: FnOnce(&[u8]) -> R,
@@ -190,13 +203,13 @@ impl<const N: usize, const S: usize, const Q: usize> RxToken for LroRxToken<'_, 
         let Self { head, rx } = self;
         rx.stats.frames_to_stack += 1;
         rx.stats.bytes_to_stack += u64::from(head.seg_len);
-        let range = |p: &Pending<'_>| p.start as usize..p.end as usize;
+        let range = |p: &Pending<'_, D>| p.start as usize..p.end as usize;
         if head.seg_frames <= 1 {
             // Straight from the ring buffer; the frame goes back when `head` drops.
             return f(&head.frame[range(&head)]);
         }
         let mut at = 0;
-        let mut copy = |p: Pending<'_>, staging: &mut [u8]| {
+        let mut copy = |p: Pending<'_, D>, staging: &mut [u8]| {
             let chunk = &p.frame[range(&p)];
             if let Some(dst) = staging.get_mut(at..at + chunk.len()) {
                 dst.copy_from_slice(chunk);
@@ -227,24 +240,36 @@ impl<const N: usize, const S: usize, const Q: usize> RxToken for LroRxToken<'_, 
 /// `N` is the flow-table size and `S` the most frames per segment of the engine; `Q` bounds the
 /// frames of completed segments waiting for smoltcp. Give the ring at least `Q` fragments more
 /// than descriptors so the device keeps receiving while they wait.
-pub struct LroDevice<'r, T, const N: usize = 8, const S: usize = 48, const Q: usize = 256> {
-    ring: &'r RxRing<'r>,
+///
+/// `D` is the ring's descriptor format: the model MAC's [`RxDescriptor`] by default, or a real
+/// MAC's such as [`EnetRxDescriptor`](crate::enet::EnetRxDescriptor).
+pub struct LroDevice<
+    'r,
+    T,
+    const N: usize = 8,
+    const S: usize = 48,
+    const Q: usize = 256,
+    D: RxDescriptorFormat = RxDescriptor,
+> {
+    ring: &'r RxRing<'r, D>,
     tx: T,
-    rx: RxState<'r, N, S, Q>,
+    rx: RxState<'r, N, S, Q, D>,
 }
 
-impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r, T, N, S, Q> {
+impl<'r, T: Device, const N: usize, const S: usize, const Q: usize, D: RxDescriptorFormat>
+    LroDevice<'r, T, N, S, Q, D>
+{
     /// Coalesces frames from `ring` with [`Config::lro`] and transmits through `tx`; coalesced
     /// segments are copied into `staging` (at least [`STAGING_LEN`] bytes for 64 KB segments;
     /// a smaller buffer caps the segment size).
-    pub fn new(ring: &'r RxRing<'r>, tx: T, staging: &'r mut [u8]) -> Self {
+    pub fn new(ring: &'r RxRing<'r, D>, tx: T, staging: &'r mut [u8]) -> Self {
         Self::with_config(ring, tx, staging, Config::lro())
     }
 
     /// As [`LroDevice::new`] with another engine configuration. `max_ip_len` is lowered to what
     /// `staging` holds.
     pub fn with_config(
-        ring: &'r RxRing<'r>,
+        ring: &'r RxRing<'r, D>,
         tx: T,
         staging: &'r mut [u8],
         mut config: Config,
@@ -269,7 +294,7 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r
     pub fn set_coalescing(&mut self, on: bool) {
         if !on && self.rx.coalescing {
             let rx = &mut self.rx;
-            let mut sink: PendingSink<'_, 'r, S, Q> = PendingSink {
+            let mut sink: PendingSink<'_, 'r, S, Q, D> = PendingSink {
                 pending: &mut rx.pending,
                 staging_len: rx.staging.len(),
                 stats: &mut rx.stats,
@@ -300,7 +325,7 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r
     }
 
     /// The ring.
-    pub fn ring(&self) -> &'r RxRing<'r> {
+    pub fn ring(&self) -> &'r RxRing<'r, D> {
         self.ring
     }
 
@@ -320,11 +345,11 @@ impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> LroDevice<'r
     }
 }
 
-impl<'r, T: Device, const N: usize, const S: usize, const Q: usize> Device
-    for LroDevice<'r, T, N, S, Q>
+impl<'r, T: Device, const N: usize, const S: usize, const Q: usize, D: RxDescriptorFormat> Device
+    for LroDevice<'r, T, N, S, Q, D>
 {
     type RxToken<'a>
-        = LroRxToken<'a, 'r, N, S, Q>
+        = LroRxToken<'a, 'r, N, S, Q, D>
     where
         Self: 'a;
     type TxToken<'a>
