@@ -4,10 +4,15 @@
 //! `drivers-myri`: the receive side of an Ethernet MAC feeding [`lro_core`], in the style of
 //! Myri10GE's in-driver LRO, with no allocator and no `std`.
 //!
-//! - [`RxRing`]: DMA receive descriptors ([`RxDescriptor`], an OWN bit, length and status bits)
-//!   and buffer memory, both caller-provided (a `static` on a microcontroller). The
-//!   ownership handoff uses volatile accesses with `fence(Release)` before a descriptor goes to
-//!   the device and `fence(Acquire)` after one comes back.
+//! - [`RxRing`]: DMA receive descriptors and buffer memory, both caller-provided (a `static` on
+//!   a microcontroller). The ownership handoff uses volatile accesses with `fence(Release)`
+//!   before a descriptor goes to the device and `fence(Acquire)` after one comes back. The ring
+//!   is generic over the MAC's descriptor layout ([`RxDescriptorFormat`]): the model MAC's
+//!   [`RxDescriptor`] (an OWN bit, length, CHECKSUM_COMPLETE sum, RSS hash; the default) or
+//!   NXP ENET's legacy buffer descriptor ([`enet::EnetRxDescriptor`]).
+//! - [`enet`]: a polled driver for NXP's ENET (i.MX RT, i.MX 6/7/8, Kinetis): bring-up, the
+//!   receive doorbell, a transmit ring, and (feature `smoltcp`) a transmit-only smoltcp device.
+//!   `scripts/firmware-mac-e2e.sh` runs it under QEMU (`mcimx6ul-evk`) behind a TAP device.
 //! - [`RxFrame`]: a received frame, still in its ring buffer. The handle owns its buffer and
 //!   borrows the ring, so the borrow checker enforces DMA ownership; dropping it (for example
 //!   when the coalescer's segment has been consumed) gives the buffer back. Frames go into an
@@ -46,8 +51,9 @@
 //! ```
 //!
 //! # Unsafe
-//! All of it is in one private module (`desc`): volatile descriptor accesses and the DMA
-//! buffer memory, handed out as unique fragment tokens. Every block states its `SAFETY`.
+//! All of it is in two private modules: `desc` (volatile descriptor accesses and the DMA buffer
+//! memory, handed out as unique fragment tokens) and `sys` (volatile register accesses of a
+//! MAC's register block). Every block states its `SAFETY`.
 
 mod desc;
 pub mod enet;
