@@ -101,6 +101,9 @@ pub enum EnetError {
     /// The transmit memory holds fewer than one [`TX_BUFFER_SIZE`] buffer per descriptor, or
     /// is not 16-byte aligned, or there are no transmit descriptors.
     TxMemory,
+    /// The receive ring has already reaped descriptors: the MAC starts at the ring's first
+    /// descriptor, so it needs a ring that has not received yet.
+    RingInUse,
 }
 
 impl fmt::Display for EnetError {
@@ -110,6 +113,7 @@ impl fmt::Display for EnetError {
             Self::TxMemory => {
                 "transmit memory: one 16-byte aligned 1536-byte buffer per descriptor needed"
             }
+            Self::RingInUse => "the receive ring has already received: the MAC needs a new ring",
         })
     }
 }
@@ -149,8 +153,8 @@ impl<'a> Enet<'a> {
     /// no interrupts. Then enables it and starts reception.
     ///
     /// # Errors
-    /// [`EnetError`] when memory is out of the MAC's reach or too small; the MAC is left
-    /// untouched then.
+    /// [`EnetError`] when memory is out of the MAC's reach or too small, or the ring has
+    /// already received frames; the MAC is left untouched then.
     pub fn new<const N: usize>(
         regs: EnetRegs,
         rx: &'a RxRing<'a, EnetRxDescriptor>,
@@ -158,6 +162,10 @@ impl<'a> Enet<'a> {
         tx_memory: &'a mut [u8],
         mac: [u8; 6],
     ) -> Result<Self, EnetError> {
+        let used = rx.stats();
+        if used.frames + used.errors != 0 {
+            return Err(EnetError::RingInUse);
+        }
         let below_4g = |end: usize| u32::try_from(end).is_ok();
         let rdsr = rx.descriptors().as_ptr().addr();
         let (_, rx_end) = rx.buffer_span();
