@@ -34,13 +34,15 @@ if ! exports=$(scripts/rust-src.sh); then
   echo "firmware-qemu: skipped: no Rust library source for -Zbuild-std (scripts/rust-src.sh above)"
   exit 3
 fi
+
+# The host tool first: RUSTC_BOOTSTRAP (below) is part of cargo's fingerprint, so building it
+# after the export would rebuild the whole tool.
+cargo build --quiet --release --bin lro
+lro=$root/target/release/lro
 eval "$exports"
 
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
-
-cargo build --quiet --release --bin lro
-lro=$root/target/release/lro
 
 # lro replay's --json, flattened into key=value lines (passed.* and flushes.* for the two
 # nested objects).
