@@ -17,5 +17,5 @@ if rustup target list --installed 2>/dev/null | grep -q '^thumbv7em-none-eabihf$
   cargo build -p lro-core -p drivers-myri --target thumbv7em-none-eabihf
   echo "nostd-probe: lro-core and drivers-myri also build for thumbv7em-none-eabihf"
 else
-  echo "nostd-probe: thumbv7em-none-eabihf not installed here, embedded cross-build skipped"
+  echo "nostd-probe: thumbv7em-none-eabihf not installed here (scripts/cross-build.sh builds every no_std crate for it with -Zbuild-std)"
 fi

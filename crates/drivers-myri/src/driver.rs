@@ -10,7 +10,7 @@
 
 use lro_core::RxMeta;
 
-use crate::{RxFrame, RxRing};
+use crate::{RxDescriptorFormat, RxFrame, RxRing};
 
 /// A receive queue that hands out frames in its own buffers.
 ///
@@ -46,8 +46,8 @@ impl<D: RxDriver + ?Sized> RxDriver for &mut D {
 }
 
 /// The embedded ring: frames in their DMA buffers, metadata from the descriptor.
-impl<'r> RxDriver for &'r RxRing<'r> {
-    type Frame = RxFrame<'r>;
+impl<'r, T: RxDescriptorFormat> RxDriver for &'r RxRing<'r, T> {
+    type Frame = RxFrame<'r, T>;
 
     #[inline]
     fn receive(&mut self, now: u64) -> Option<(Self::Frame, RxMeta)> {

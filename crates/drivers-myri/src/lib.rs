@@ -5,10 +5,15 @@
 //! Myri10GE's in-driver LRO: an embedded MAC ring with no allocator and no `std`, and AF_XDP
 //! sockets on Linux (feature `xdp`).
 //!
-//! - [`RxRing`]: DMA receive descriptors ([`RxDescriptor`], an OWN bit, length and status bits)
-//!   and buffer memory, both caller-provided (a `static` on a microcontroller). The
-//!   ownership handoff uses volatile accesses with `fence(Release)` before a descriptor goes to
-//!   the device and `fence(Acquire)` after one comes back.
+//! - [`RxRing`]: DMA receive descriptors and buffer memory, both caller-provided (a `static` on
+//!   a microcontroller). The ownership handoff uses volatile accesses with `fence(Release)`
+//!   before a descriptor goes to the device and `fence(Acquire)` after one comes back. The ring
+//!   is generic over the MAC's descriptor layout ([`RxDescriptorFormat`]): the model MAC's
+//!   [`RxDescriptor`] (an OWN bit, length, CHECKSUM_COMPLETE sum, RSS hash; the default) or
+//!   NXP ENET's legacy buffer descriptor ([`enet::EnetRxDescriptor`]).
+//! - [`enet`]: a polled driver for NXP's ENET (i.MX RT, i.MX 6/7/8, Kinetis): bring-up, the
+//!   receive doorbell, a transmit ring, and (feature `smoltcp`) a transmit-only smoltcp device.
+//!   `scripts/firmware-mac-e2e.sh` runs it under QEMU (`mcimx6ul-evk`) behind a TAP device.
 //! - [`RxFrame`]: a received frame, still in its ring buffer. The handle owns its buffer and
 //!   borrows the ring, so the borrow checker enforces DMA ownership; dropping it (for example
 //!   when the coalescer's segment has been consumed) gives the buffer back. Frames go into an
@@ -52,10 +57,10 @@
 //! ```
 //!
 //! # Unsafe
-//! The ring's is in one private module (`desc`): volatile descriptor accesses and the DMA
-//! buffer memory, handed out as unique fragment tokens. The AF_XDP backend's is in `xdp::sys`:
-//! `bpf(2)`, the UMEM mapping and the ownership states of its chunks. Every block states its
-//! `SAFETY`.
+//! The ring's is in two private modules: `desc` (volatile descriptor accesses and the DMA
+//! buffer memory, handed out as unique fragment tokens) and `sys` (volatile register accesses of
+//! a MAC's register block). The AF_XDP backend's is in `xdp::sys`: `bpf(2)`, the UMEM mapping
+//! and the ownership states of its chunks. Every block states its `SAFETY`.
 
 #[cfg(feature = "bytes")]
 extern crate alloc;
@@ -64,7 +69,9 @@ extern crate std;
 
 mod desc;
 mod driver;
+pub mod enet;
 mod ring;
+mod sys;
 
 #[cfg(feature = "bytes")]
 #[cfg_attr(docsrs, doc(cfg(feature = "bytes")))]
@@ -104,7 +111,7 @@ mod test_frames {
     }
 }
 
-pub use desc::{bits, RxDescriptor};
+pub use desc::{bits, RxDescriptor, RxDescriptorFormat};
 pub use driver::RxDriver;
 pub use ring::{
     BufferLayout, LayoutError, RingStats, RxFrame, RxRing, RxRingStorage, MAX_FRAG_SIZE,

@@ -17,46 +17,53 @@
 use core::cell::Cell;
 use core::fmt;
 
-use lro_core::{RssHash, RssType, RxChecksum, RxMeta};
+use lro_core::{RssHash, RxChecksum, RxMeta};
 
-use crate::desc::{bits, Completion, DescRing, DmaPool, Frag, RxDescriptor, Slot};
+use crate::desc::{
+    bits, Completion, DescRing, DmaPool, Frag, RxDescriptor, RxDescriptorFormat, Slot,
+};
 
 /// Smallest fragment: a minimum Ethernet frame without FCS.
 pub const MIN_FRAG_SIZE: usize = 60;
 
-/// Largest fragment: the descriptor's 16-bit buffer-size and length fields.
+/// Largest fragment of the model MAC's [`RxDescriptor`]: its 16-bit buffer-size and length
+/// fields. Other formats have their own limit (ENET: 16368 bytes, its `MRBR` register).
 pub const MAX_FRAG_SIZE: usize = bits::RBS_MASK as usize;
 
-/// Caller-provided bookkeeping memory of a ring with `D` descriptors and at most `P` buffer
-/// pages: the hardware descriptors (which must stay at a fixed address while the ring runs, so
-/// they cannot live inside [`RxRing`]) and the per-descriptor and per-page counters.
+/// Caller-provided bookkeeping memory of a ring with `D` descriptors of format `T` and at most
+/// `P` buffer pages: the hardware descriptors (which must stay at a fixed address while the
+/// ring runs, so they cannot live inside [`RxRing`]) and the per-descriptor and per-page
+/// counters.
 ///
-/// Small (32 bytes per descriptor plus a few bytes per slot and page); place it in a `static`
-/// (with `static_cell` or `static mut`), on the stack, or in a `Box`. The buffer memory is a
-/// separate `&mut [u8]`, so it can sit in a DMA-capable region of its own.
-pub struct RxRingStorage<const D: usize, const P: usize> {
-    descriptors: [RxDescriptor; D],
+/// Small (one descriptor, 32 bytes for [`RxDescriptor`] and 8 for ENET's, plus a few bytes per
+/// slot and page); place it in a `static` (with `static_cell` or `static mut`), on the stack,
+/// or in a `Box`. The descriptor array starts on a 64-byte boundary, which every supported
+/// MAC's ring base register accepts. The buffer memory is a separate `&mut [u8]`, so it can sit
+/// in a DMA-capable region of its own.
+#[repr(C, align(64))]
+pub struct RxRingStorage<const D: usize, const P: usize, T: RxDescriptorFormat = RxDescriptor> {
+    descriptors: [T; D],
     slots: [Slot; D],
     refs: [Cell<u16>; P],
 }
 
-impl<const D: usize, const P: usize> RxRingStorage<D, P> {
+impl<const D: usize, const P: usize, T: RxDescriptorFormat> RxRingStorage<D, P, T> {
     /// Empty storage: every descriptor owned by the CPU.
     pub const fn new() -> Self {
         Self {
-            descriptors: [const { RxDescriptor::new() }; D],
+            descriptors: [const { T::EMPTY }; D],
             slots: [const { Slot::new() }; D],
             refs: [const { Cell::new(0) }; P],
         }
     }
 
     /// The hardware descriptors (while no ring borrows the storage).
-    pub fn descriptors(&self) -> &[RxDescriptor] {
+    pub fn descriptors(&self) -> &[T] {
         &self.descriptors
     }
 }
 
-impl<const D: usize, const P: usize> Default for RxRingStorage<D, P> {
+impl<const D: usize, const P: usize, T: RxDescriptorFormat> Default for RxRingStorage<D, P, T> {
     fn default() -> Self {
         Self::new()
     }
@@ -105,8 +112,15 @@ impl BufferLayout {
 pub enum LayoutError {
     /// The ring has no descriptors.
     NoDescriptors,
-    /// The fragment size is outside [`MIN_FRAG_SIZE`]..=[`MAX_FRAG_SIZE`].
+    /// The fragment size is below [`MIN_FRAG_SIZE`] or above what the descriptor format takes
+    /// ([`MAX_FRAG_SIZE`] for [`RxDescriptor`]).
     FragSize(usize),
+    /// The buffer memory, the page size or the fragment size is not a multiple of the
+    /// alignment the MAC requires.
+    Misaligned {
+        /// The alignment in bytes.
+        align: usize,
+    },
     /// The page is smaller than one fragment.
     PageSmallerThanFrag,
     /// The buffer memory holds no complete page.
@@ -126,7 +140,11 @@ impl fmt::Display for LayoutError {
             Self::NoDescriptors => f.write_str("the ring has no descriptors"),
             Self::FragSize(s) => write!(
                 f,
-                "fragment size {s} outside {MIN_FRAG_SIZE}..={MAX_FRAG_SIZE} bytes"
+                "fragment size {s}: below {MIN_FRAG_SIZE} bytes or above the descriptor format's largest buffer"
+            ),
+            Self::Misaligned { align } => write!(
+                f,
+                "buffer memory, page size and fragment size must be multiples of {align} bytes"
             ),
             Self::PageSmallerThanFrag => f.write_str("page smaller than one fragment"),
             Self::NoPages => f.write_str("buffer memory smaller than one page"),
@@ -173,8 +191,8 @@ pub struct RingStats {
 /// assert!(ring.receive().is_none()); // nothing received yet
 /// # Ok::<(), drivers_myri::LayoutError>(())
 /// ```
-pub struct RxRing<'a> {
-    desc: DescRing<'a>,
+pub struct RxRing<'a, T: RxDescriptorFormat = RxDescriptor> {
+    desc: DescRing<'a, T>,
     pool: DmaPool<'a>,
     layout: BufferLayout,
     next_rx: Cell<usize>,
@@ -188,7 +206,7 @@ pub struct RxRing<'a> {
     starved: Cell<u64>,
 }
 
-impl<'a> RxRing<'a> {
+impl<'a, T: RxDescriptorFormat> RxRing<'a, T> {
     /// A ring over `storage`'s descriptors and the pages of `buffers`, with every descriptor
     /// armed. The number of pages is `buffers.len() / layout.page_size`; to keep the device fed
     /// while frames are held, give it more fragments than descriptors.
@@ -196,18 +214,25 @@ impl<'a> RxRing<'a> {
     /// # Errors
     /// [`LayoutError`] when the geometry does not fit.
     pub fn new<const D: usize, const P: usize>(
-        storage: &'a mut RxRingStorage<D, P>,
+        storage: &'a mut RxRingStorage<D, P, T>,
         buffers: &'a mut [u8],
         layout: BufferLayout,
     ) -> Result<Self, LayoutError> {
         if D == 0 {
             return Err(LayoutError::NoDescriptors);
         }
-        if !(MIN_FRAG_SIZE..=MAX_FRAG_SIZE).contains(&layout.frag_size) {
+        if !(MIN_FRAG_SIZE.max(T::TRAILER + 14)..=T::MAX_BUFFER).contains(&layout.frag_size) {
             return Err(LayoutError::FragSize(layout.frag_size));
         }
         if layout.page_size < layout.frag_size {
             return Err(LayoutError::PageSmallerThanFrag);
+        }
+        let align = T::BUFFER_ALIGN;
+        if !buffers.as_ptr().addr().is_multiple_of(align)
+            || !layout.page_size.is_multiple_of(align)
+            || !layout.frag_size.is_multiple_of(align)
+        {
+            return Err(LayoutError::Misaligned { align });
         }
         let pages = buffers.len() / layout.page_size;
         if pages == 0 {
@@ -216,7 +241,7 @@ impl<'a> RxRing<'a> {
         if pages > P || pages >= usize::from(u16::MAX) {
             return Err(LayoutError::TooManyPages { pages, capacity: P });
         }
-        let storage: &'a RxRingStorage<D, P> = storage;
+        let storage: &'a RxRingStorage<D, P, T> = storage;
         let pool = DmaPool::new(
             buffers,
             layout.page_size,
@@ -246,7 +271,7 @@ impl<'a> RxRing<'a> {
     /// with a fresh fragment. Bad frames (see [`RingStats::errors`]) are dropped and skipped.
     /// `None` when the device has not completed the next descriptor: an empty ring is not an
     /// error.
-    pub fn receive(&self) -> Option<RxFrame<'_>> {
+    pub fn receive(&self) -> Option<RxFrame<'_, T>> {
         loop {
             if self.armed.get() == 0 && self.refill() == 0 {
                 return None;
@@ -255,10 +280,9 @@ impl<'a> RxRing<'a> {
             let (frag, done) = self.desc.reap(i)?;
             self.next_rx.set((i + 1) % self.capacity());
             self.armed.set(self.armed.get() - 1);
-            let len = (done.status & bits::FL_MASK) as usize;
-            let whole = done.status & (bits::FS | bits::LS) == bits::FS | bits::LS;
-            let good =
-                whole && done.status & bits::ES == 0 && (14..=self.layout.frag_size).contains(&len);
+            let len = usize::from(done.len);
+            // A frame and the trailer the device appends (an FCS) fit the buffer.
+            let good = done.good && (14..=self.layout.frag_size - T::TRAILER).contains(&len);
             if !good {
                 self.errors.set(self.errors.get() + 1);
                 self.pool.free(frag);
@@ -307,8 +331,14 @@ impl<'a> RxRing<'a> {
     }
 
     /// The hardware descriptors, for programming the MAC's ring base address and size.
-    pub fn descriptors(&self) -> &'a [RxDescriptor] {
+    pub fn descriptors(&self) -> &'a [T] {
         self.desc.hw()
+    }
+
+    /// The address range of the buffer memory the device writes (start, end), for a driver
+    /// to check against its DMA engine's reach.
+    pub fn buffer_span(&self) -> (usize, usize) {
+        self.pool.span()
     }
 
     /// Descriptors in the ring.
@@ -360,12 +390,12 @@ impl<'a> RxRing<'a> {
 
     /// The descriptor handoff, for the simulated device.
     #[cfg(feature = "test-utils")]
-    pub(crate) fn desc(&self) -> &DescRing<'a> {
+    pub(crate) fn desc(&self) -> &DescRing<'a, T> {
         &self.desc
     }
 }
 
-impl Drop for RxRing<'_> {
+impl<T: RxDescriptorFormat> Drop for RxRing<'_, T> {
     /// Takes every descriptor back from the device (OWN cleared). A driver for a real MAC stops
     /// its receive DMA before dropping the ring.
     fn drop(&mut self) {
@@ -377,7 +407,7 @@ impl Drop for RxRing<'_> {
     }
 }
 
-impl fmt::Debug for RxRing<'_> {
+impl<T: RxDescriptorFormat> fmt::Debug for RxRing<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RxRing")
             .field("capacity", &self.capacity())
@@ -397,14 +427,14 @@ impl fmt::Debug for RxRing<'_> {
 ///
 /// The borrow of the ring keeps the ring (and its memory) alive while the frame exists; frames
 /// can be held in any order, for example inside a [`lro_core::Engine`].
-pub struct RxFrame<'r> {
-    ring: &'r RxRing<'r>,
+pub struct RxFrame<'r, T: RxDescriptorFormat = RxDescriptor> {
+    ring: &'r RxRing<'r, T>,
     frag: Option<Frag>,
     len: u16,
     done: Completion,
 }
 
-impl<'r> RxFrame<'r> {
+impl<'r, T: RxDescriptorFormat> RxFrame<'r, T> {
     /// Frame length in bytes (FCS stripped).
     #[inline]
     pub fn len(&self) -> usize {
@@ -417,37 +447,25 @@ impl<'r> RxFrame<'r> {
         self.len == 0
     }
 
-    /// The descriptor's status word as the device left it.
+    /// The descriptor's status word as the device left it (for [`RxDescriptor`] its word 0;
+    /// for ENET's, the flags in the low half and the data length in the high half).
     pub fn status(&self) -> u32 {
         self.done.status
     }
 
     /// The CHECKSUM_COMPLETE sum the device reported, if any.
     pub fn hardware_checksum(&self) -> Option<u16> {
-        (self.done.status & bits::CSV != 0).then_some(self.done.csum_vlan as u16)
+        T::checksum(&self.done)
     }
 
     /// The RSS hash the device reported, if any.
     pub fn rss_hash(&self) -> Option<RssHash> {
-        if self.done.status & bits::RHV == 0 {
-            return None;
-        }
-        let kind = match (self.done.status >> bits::RHT_SHIFT) & bits::RHT_MASK {
-            1 => RssType::Ipv4,
-            2 => RssType::TcpIpv4,
-            3 => RssType::Ipv6,
-            4 => RssType::TcpIpv6,
-            _ => RssType::Opaque,
-        };
-        Some(RssHash {
-            value: self.done.hash,
-            kind,
-        })
+        T::rss(&self.done)
     }
 
     /// The VLAN TCI the device stripped, if any.
     pub fn vlan_stripped(&self) -> Option<u16> {
-        (self.done.status & bits::VLV != 0).then_some((self.done.csum_vlan >> 16) as u16)
+        T::vlan(&self.done)
     }
 
     /// What the descriptor says about the frame, as the coalescer's metadata, with the arrival
@@ -475,7 +493,7 @@ impl<'r> RxFrame<'r> {
     pub fn recycle(self) {}
 }
 
-impl AsRef<[u8]> for RxFrame<'_> {
+impl<T: RxDescriptorFormat> AsRef<[u8]> for RxFrame<'_, T> {
     #[inline]
     fn as_ref(&self) -> &[u8] {
         match &self.frag {
@@ -485,7 +503,7 @@ impl AsRef<[u8]> for RxFrame<'_> {
     }
 }
 
-impl AsMut<[u8]> for RxFrame<'_> {
+impl<T: RxDescriptorFormat> AsMut<[u8]> for RxFrame<'_, T> {
     #[inline]
     fn as_mut(&mut self) -> &mut [u8] {
         let len = usize::from(self.len);
@@ -496,7 +514,7 @@ impl AsMut<[u8]> for RxFrame<'_> {
     }
 }
 
-impl core::ops::Deref for RxFrame<'_> {
+impl<T: RxDescriptorFormat> core::ops::Deref for RxFrame<'_, T> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
@@ -504,14 +522,14 @@ impl core::ops::Deref for RxFrame<'_> {
     }
 }
 
-impl core::ops::DerefMut for RxFrame<'_> {
+impl<T: RxDescriptorFormat> core::ops::DerefMut for RxFrame<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         self.as_mut()
     }
 }
 
-impl Drop for RxFrame<'_> {
+impl<T: RxDescriptorFormat> Drop for RxFrame<'_, T> {
     fn drop(&mut self) {
         if let Some(frag) = self.frag.take() {
             self.ring.give_back(frag);
@@ -519,7 +537,7 @@ impl Drop for RxFrame<'_> {
     }
 }
 
-impl fmt::Debug for RxFrame<'_> {
+impl<T: RxDescriptorFormat> fmt::Debug for RxFrame<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RxFrame")
             .field("len", &self.len)

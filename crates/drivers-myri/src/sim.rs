@@ -3,8 +3,8 @@
 //!
 //! [`SimMac::deliver`] does what the MAC's receive DMA does with a frame off the wire: it takes
 //! the next descriptor in ring order if the device owns it, writes the frame into the buffer
-//! the driver programmed, fills in the length, the CHECKSUM_COMPLETE sum and the RSS hash, and
-//! clears OWN. When the next descriptor is not the device's (the driver has not re-armed it:
+//! the driver programmed, fills in the length, the CHECKSUM_COMPLETE sum and, when asked
+//! ([`SimMac::with_rss`]), the RSS hash, and clears OWN. When the next descriptor is not the device's (the driver has not re-armed it:
 //! ring full, or pages all held), the frame is dropped and counted, as hardware counts missed
 //! frames.
 
@@ -53,19 +53,20 @@ pub struct SimMac<'r> {
     ring: &'r RxRing<'r>,
     next: usize,
     checksum: bool,
-    rss: bool,
+    rss: Option<&'static Toeplitz>,
     stats: SimStats,
 }
 
 impl<'r> SimMac<'r> {
-    /// A device on `ring` that reports CHECKSUM_COMPLETE sums and RSS hashes (as Myri10GE
-    /// firmware does). The device starts at descriptor 0, where the driver starts arming.
+    /// A device on `ring` that reports CHECKSUM_COMPLETE sums (as Myri10GE firmware does) and
+    /// no RSS hash (see [`SimMac::with_rss`]). The device starts at descriptor 0, where the
+    /// driver starts arming.
     pub fn new(ring: &'r RxRing<'r>) -> Self {
         Self {
             ring,
             next: 0,
             checksum: true,
-            rss: true,
+            rss: None,
             stats: SimStats::default(),
         }
     }
@@ -77,9 +78,14 @@ impl<'r> SimMac<'r> {
         self
     }
 
-    /// The same device with RSS hashing on or off.
-    pub fn with_rss(mut self, on: bool) -> Self {
-        self.rss = on;
+    /// The same device reporting RSS hashes computed with `hasher` (as a NIC with RSS does;
+    /// `Some(Toeplitz::microsoft())` for the standard key), or none.
+    ///
+    /// The hasher is a reference rather than a switch so that a program that never turns RSS
+    /// on does not link a Toeplitz table (36 KiB of `.rodata`, which a switch tested at run
+    /// time would keep referenced from [`SimMac::deliver`]).
+    pub fn with_rss(mut self, hasher: Option<&'static Toeplitz>) -> Self {
+        self.rss = hasher;
         self
     }
 
@@ -115,9 +121,9 @@ impl<'r> SimMac<'r> {
             w.flags |= bits::CSV;
             w.csum_vlan = u32::from(csum::sum(&frame[14..]));
         }
-        if self.rss {
+        if let Some(hasher) = self.rss {
             if let Ok(p) = lro_core::parse::parse(frame, &RxMeta::ethernet(0)) {
-                let h = Toeplitz::microsoft().flow(&p.key, true);
+                let h = hasher.flow(&p.key, true);
                 let kind = match h.kind {
                     RssType::Ipv4 => 1,
                     RssType::TcpIpv4 => 2,
@@ -219,7 +225,7 @@ mod tests {
         addrs.dedup();
         assert_eq!(addrs.len(), 4);
 
-        let mut mac = SimMac::new(&ring);
+        let mut mac = SimMac::new(&ring).with_rss(Some(Toeplitz::microsoft()));
         let f = tcp(1, 100);
         assert_eq!(mac.deliver(&f), Ok(f.len()));
         // The device cleared OWN and wrote the length and flags.
@@ -249,6 +255,30 @@ mod tests {
         assert!(descs[0].is_owned_by_device());
         assert_eq!(ring.stats().returned, 1);
         assert!(ring.receive().is_none());
+    }
+
+    #[test]
+    fn rss_hash_only_when_asked() {
+        let mut storage: RxRingStorage<2, 2> = RxRingStorage::new();
+        let mut mem = vec![0u8; 2 * 2048];
+        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
+        let f = tcp(1, 100);
+        let mut plain = SimMac::new(&ring);
+        plain.deliver(&f).unwrap();
+        let frame = ring.receive().unwrap();
+        assert_eq!(frame.rss_hash(), None);
+        assert_eq!(frame.meta(0).rss, None);
+        drop(frame);
+        let mut hashing = SimMac::new(&ring).with_rss(Some(Toeplitz::microsoft()));
+        // The second device continues where the first one stopped.
+        hashing.next = plain.next_descriptor();
+        hashing.deliver(&f).unwrap();
+        let frame = ring.receive().unwrap();
+        let p = lro_core::parse::parse(&f, &RxMeta::ethernet(0)).unwrap();
+        assert_eq!(
+            frame.rss_hash(),
+            Some(Toeplitz::microsoft().flow(&p.key, true))
+        );
     }
 
     #[test]
