@@ -6,6 +6,7 @@
 # Run as root from the repository root:
 #     apt-get install -y iperf3 tcpdump ethtool xz-utils
 #     scripts/make-capture.sh            # writes data/*.pcap.xz and data/bad/*
+#     scripts/make-capture.sh bench      # writes data/bench/*.pcap.xz (also needs nftables)
 #
 # What it writes:
 #   data/default.pcap.xz  IPv4, 2 parallel flows, 1.5 MB, receiver GRO off (so an ACK every
@@ -16,6 +17,12 @@
 #                         GRO off: the integration tests' main input (random bytes make the
 #                         payload comparison strict).
 #   data/bad/*            error-path inputs: garbage bytes, a truncated pcap, an unsupported link type.
+#   data/bench/ack-heavy.pcap.xz  (`bench`) IPv4, 16 parallel flows, 8 MB, the receiver ACKs every
+#                         segment (`quickack 1` on its route, GRO off): a pure ACK per data frame.
+#   data/bench/lossy.pcap.xz      (`bench`) IPv4, 8 parallel flows, 8 MB, 1% of the data frames
+#                         dropped at random by the receiver (nftables `numgen random`; this kernel
+#                         has no netem), SACK on: retransmissions, duplicate ACKs with SACK blocks.
+#                         Captured on the sender's side, so the dropped frames are in it too.
 #
 # Only the addresses 198.18.0.1 and 198.18.0.2 (RFC 2544 benchmarking range) are assigned, inside
 # namespaces this script creates; the IPv6 run uses the link-local addresses the kernel gives the
@@ -93,6 +100,55 @@ capture() {
     cp "$pcap" "$work/$name.keep"
     echo "make-capture: $out_dir/$name.pcap.xz ($(stat -c %s "$out_dir/$name.pcap.xz") bytes, $(stat -c %s "$pcap") uncompressed)"
 }
+
+# A benchmark capture: IPv4 only. Arguments: output name, parallel flows, bytes, the receiver
+# ACKs every segment (1/0), per-mille of data frames the receiver drops.
+bench_capture() {
+    local name="$1" flows="$2" bytes="$3" quickack="$4" loss="$5"
+    local pcap="$work/$name.pcap"
+    if [[ "$quickack" == 1 ]]; then
+        ip -n "$ns_b" route change 198.18.0.0/24 dev lrovb proto kernel scope link src 198.18.0.2 quickack 1
+    fi
+    if [[ "$loss" != 0 ]]; then
+        ip netns exec "$ns_b" nft -f - <<NFT
+table inet lrocap_loss {
+    chain input {
+        type filter hook input priority 0; policy accept;
+        tcp dport 5201 meta length > 100 numgen random mod 1000 < $loss drop
+    }
+}
+NFT
+        ip netns exec "$ns_b" sysctl -qw net.ipv4.tcp_sack=1
+        ip netns exec "$ns_a" sysctl -qw net.ipv4.tcp_sack=1
+    fi
+    ip netns exec "$ns_a" tcpdump -i lrova -s 0 -U -w "$pcap" tcp 2>"$work/tcpdump.log" &
+    tcpdump_pid=$!
+    sleep 1
+    ip netns exec "$ns_b" iperf3 -s -1 -D -B 198.18.0.2
+    sleep 0.3
+    ip netns exec "$ns_a" iperf3 -c 198.18.0.2 -n "$bytes" -P "$flows" -b 400M --repeating-payload >/dev/null
+    sleep 0.5
+    kill -INT "$tcpdump_pid"
+    wait "$tcpdump_pid" || true
+    tcpdump_pid=""
+    if [[ "$loss" != 0 ]]; then
+        ip netns exec "$ns_b" nft delete table inet lrocap_loss
+    fi
+    if [[ "$quickack" == 1 ]]; then
+        ip -n "$ns_b" route change 198.18.0.0/24 dev lrovb proto kernel scope link src 198.18.0.2
+    fi
+    xz -9e -T1 -c "$pcap" >"$out_dir/bench/$name.pcap.xz"
+    echo "make-capture: $out_dir/bench/$name.pcap.xz ($(stat -c %s "$out_dir/bench/$name.pcap.xz") bytes, $(stat -c %s "$pcap") uncompressed)"
+}
+
+if [[ "${1:-}" == bench ]]; then
+    command -v nft >/dev/null || { echo "make-capture: missing nft (apt-get install -y nftables)" >&2; exit 1; }
+    mkdir -p "$out_dir/bench"
+    bench_capture ack-heavy 16 8M 1 0
+    bench_capture lossy 8 8M 0 10
+    echo "make-capture: done"
+    exit 0
+fi
 
 mkdir -p "$out_dir/bad"
 capture default --repeating-payload 1536K 2 256K
