@@ -10,7 +10,7 @@ use core::marker::PhantomData;
 
 use super::ack_memo;
 use super::fixup::{self, Layers, TcpSum};
-use super::predict::{self, PayloadSum, Predicted};
+use super::predict::{self, PayloadSum, Predicted, Shape};
 use super::rules::{self, Compared, Facts, Fields, HeadMatch, Merge};
 use super::storage::{Capacity, DefaultSizes, FlowState, Held, IpHeld, Parts, Store, Sums};
 use super::{Cause, Coalescer, Config, OutChecksum, Policy, Segment, SegmentInfo, Sink};
@@ -314,7 +314,7 @@ where
 
     /// Header prediction, then what it decided; the general path when it cannot read the
     /// frame. A function of its own, so the common case (a predicted append) is compiled
-    /// apart from the rest.
+    /// apart from the caller's loop (measured: inlined, the loop's registers spill).
     #[inline(never)]
     fn push_predicted<K: Sink<F> + ?Sized>(
         &mut self,
@@ -397,10 +397,14 @@ where
     #[inline(always)]
     fn predict(&self, bytes: &[u8], meta: &RxMeta, slot: u16) -> Pred {
         let e = &self.store.flows()[usize::from(slot)];
-        if !e.tpl.matches(bytes, meta) {
+        if !e.tpl.is_predicted() {
             return Pred::Miss;
         }
-        let Some(p) = self.read_predicted(bytes, meta, slot) else {
+        let shape = e.tpl.layout();
+        if !e.tpl.matches(bytes, meta, shape) {
+            return Pred::Miss;
+        }
+        let Some(p) = self.read_predicted(bytes, meta, slot, shape) else {
             return Pred::Miss;
         };
         let held = if e.is_held() {
@@ -413,23 +417,26 @@ where
         };
         let memo = || ack_memo::get(self.store.acks(), self.store.key(slot), e.hash);
         match self.judge(&p.view, Ok(()), held, meta.time, memo) {
-            Decision::Join(slot, Merge::Append) => Pred::Append {
-                slot,
-                appended: Appended {
-                    ack: p.view.ack(),
-                    window: p.view.window(),
-                    flags: p.view.flags(),
-                    payload_len: p.view.payload_len(),
-                    ts: p.view.options().timestamps(),
-                    ip_id: p.view.ip_ids().0.unwrap_or(0),
-                    outer_id: p.view.ip_ids().1.unwrap_or(0),
-                    tunnelled: E::ENABLED && e.layers.outer.is_some(),
-                    trimmed: false,
-                },
-                sum: p.sum,
-                payload: p.payload,
-                ip_end: p.ip_end,
-            },
+            Decision::Join(slot, Merge::Append) => {
+                let (ip_id, outer_id) = p.view.ip_ids();
+                Pred::Append {
+                    slot,
+                    appended: Appended {
+                        ack: p.view.ack(),
+                        window: p.view.window(),
+                        flags: p.view.flags(),
+                        payload_len: p.view.payload_len(),
+                        ts: p.view.options().timestamps(),
+                        ip_id: ip_id.unwrap_or(0),
+                        outer_id: outer_id.unwrap_or(0),
+                        tunnelled: E::ENABLED && shape.tunnel(),
+                        trimmed: false,
+                    },
+                    sum: p.sum,
+                    payload: p.payload,
+                    ip_end: p.ip_end,
+                }
+            }
             decision => Pred::Other { decision, held },
         }
     }
@@ -441,6 +448,7 @@ where
         bytes: &'a [u8],
         meta: &RxMeta,
         slot: u16,
+        shape: Shape,
     ) -> Option<Predicted<'a, E>> {
         let e = &self.store.flows()[usize::from(slot)];
         let want_sum = self.wants_sums(&e.layers);
@@ -450,7 +458,7 @@ where
         } else {
             &[]
         };
-        predict::read(bytes, head, meta, e, verify, want_sum)
+        predict::read(bytes, head, meta, e, shape, verify, want_sum)
     }
 
     /// Carries out a predicted frame's decision other than an append (`slot`: the entry whose
@@ -465,8 +473,9 @@ where
         held: Option<u16>,
         sink: &mut K,
     ) -> Verdict {
+        let shape = self.store.flows()[usize::from(slot)].tpl.layout();
         let Some((facts, sum, payload, ip_end)) = self
-            .read_predicted(frame.as_ref(), meta, slot)
+            .read_predicted(frame.as_ref(), meta, slot, shape)
             .map(|p| (Fields::of(&p.view), p.sum, p.payload, p.ip_end))
         else {
             // Unreachable: the same read succeeded a moment ago.

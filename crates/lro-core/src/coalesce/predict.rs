@@ -26,7 +26,7 @@ use super::rules::Facts;
 use super::storage::FlowState;
 use crate::csum::{self, PseudoHeader};
 use crate::encap::Encap;
-use crate::meta::{RxChecksum, RxMeta};
+use crate::meta::{LinkKind, RxChecksum, RxMeta};
 use crate::parse::IpFacts;
 
 use crate::wire::tcp::{self, TcpOptions};
@@ -47,14 +47,11 @@ pub(crate) struct Template {
     mask: [u8; LEN],
     /// The head's header length; 0 when the flow is not predicted.
     pub(crate) len: u8,
-    /// Bytes compared: up to the last byte the mask keeps (the timestamp values at the end
-    /// of the header are free, so they are not read).
-    cmp: u8,
-    /// The head carries the aligned timestamp option.
-    ts: bool,
-    /// Link kind and stripped tag of the head's metadata (part of the flow key), as
-    /// [`meta_sig`] packs them.
-    sig: u32,
+    /// Where the headers are.
+    shape: Shape,
+    /// Link kind and stripped tag of the head's metadata (part of the flow key).
+    link: LinkKind,
+    stripped: Option<u16>,
     /// The constant part of a predicted frame's pseudo-header and TCP-header sum (addresses,
     /// protocol, minus the IP header length, ports, option kinds) in native byte order, as
     /// [`Template::varying_words`] sums; see [`PayloadSum::Negated`].
@@ -85,22 +82,102 @@ pub(crate) enum PayloadSum {
     Negated(u64),
 }
 
+/// Where a predicted frame's headers are: the template's layout, as the predicted path reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    /// Offset of the (inner) IP header.
+    l3: usize,
+    /// Offset of the TCP header.
+    l4: usize,
+    /// Offset of the payload (the header length).
+    payload: usize,
+    /// Inner IPv6?
+    v6: bool,
+    /// Aligned timestamp option?
+    ts: bool,
+    /// Bytes compared: up to the last byte the mask keeps (the timestamp values at the end of
+    /// the header are free, so they are not read).
+    cmp: usize,
+    /// A tunnel's outer headers are in the layout.
+    tunnel: bool,
+}
+
+impl Shape {
+    #[inline(always)]
+    pub(crate) fn l3(self) -> usize {
+        self.l3
+    }
+    #[inline(always)]
+    pub(crate) fn l4(self) -> usize {
+        self.l4
+    }
+    #[inline(always)]
+    pub(crate) fn payload(self) -> usize {
+        self.payload
+    }
+    #[inline(always)]
+    pub(crate) fn v6(self) -> bool {
+        self.v6
+    }
+    #[inline(always)]
+    pub(crate) fn ts(self) -> bool {
+        self.ts
+    }
+    #[inline(always)]
+    pub(crate) fn cmp(self) -> usize {
+        self.cmp
+    }
+    #[inline(always)]
+    pub(crate) fn tunnel(self) -> bool {
+        self.tunnel
+    }
+}
+
+/// TCP header bytes the template compares: up to the flags, or up to the timestamp option's
+/// kinds (the window, checksum, urgent pointer and timestamp values after them are free).
+const fn compared_tcp_bytes(ts: bool) -> usize {
+    if ts {
+        tcp::field::TS_KINDS.end
+    } else {
+        tcp::field::FLAGS + 1
+    }
+}
+
 impl Template {
     /// No template: the flow is not predicted.
     pub(crate) const EMPTY: Self = Self {
         bytes: [0; LEN],
         mask: [0; LEN],
         len: 0,
-        cmp: 0,
-        ts: false,
-        sig: 0,
+        shape: Shape {
+            l3: 0,
+            l4: 0,
+            payload: 0,
+            v6: false,
+            ts: false,
+            cmp: 0,
+            tunnel: false,
+        },
+        link: LinkKind::Ethernet,
+        stripped: None,
         sum_base: 0,
     };
 
     /// Makes the template empty: the flow is not predicted.
     pub(crate) fn clear(&mut self) {
         self.len = 0;
-        self.cmp = 0;
+    }
+
+    /// Whether the flow is predicted (the template is not empty).
+    #[inline(always)]
+    pub(crate) fn is_predicted(&self) -> bool {
+        self.len != 0
+    }
+
+    /// Where the template's headers are.
+    #[inline(always)]
+    pub(crate) fn layout(&self) -> Shape {
+        self.shape
     }
 
     /// Makes this the template of a head (`bytes`, laid out as `l` says, of the flow whose
@@ -133,6 +210,8 @@ impl Template {
             return;
         }
         self.bytes[..hdr].copy_from_slice(head);
+        // Past the header the mask is zero: a comparison of whole blocks ignores those bytes.
+        self.mask[hdr..].fill(0);
         let mask = &mut self.mask[..hdr];
         mask.fill(0xff);
         let mut free = |at: usize, n: usize| {
@@ -164,15 +243,18 @@ impl Template {
         }
         mask[l4 + tcp::field::FLAGS] = !(tcp::flags::FIN | tcp::flags::PSH);
         // Compared up to the last kept byte: the flags, or the timestamp option's kinds.
-        let last = if ts {
-            tcp::field::TS_KINDS.end
-        } else {
-            tcp::field::FLAGS + 1
-        };
-        self.cmp = (l4 + last) as u8;
         self.len = hdr as u8;
-        self.ts = ts;
-        self.sig = meta_sig(meta);
+        self.shape = Shape {
+            l3,
+            l4,
+            payload: hdr,
+            v6: l.v6,
+            ts,
+            cmp: l4 + compared_tcp_bytes(ts),
+            tunnel: l.outer.is_some(),
+        };
+        self.link = meta.link;
+        self.stripped = meta.vlan_stripped;
         // The constant words of the pseudo header and the TCP header, in native byte order:
         // the address sum and protocol, minus the bytes of the IP header that the length word
         // counts but the TCP length does not (its ones' complement), the ports, the option
@@ -191,17 +273,17 @@ impl Template {
     }
 
     /// Whether `bytes` (arriving with `meta`) repeats the template in every byte the mask
-    /// keeps. Compares 16 bytes at a time: two, four or eight blocks, the last ones overlapping
-    /// the first so that no byte past the compared length is read.
+    /// keeps. Compares 16 bytes at a time: the first 64 bytes (or 128 for a longer header) when
+    /// the frame has them, the mask being zero past the header; otherwise two or four blocks,
+    /// the last ones overlapping the first so that no byte past the compared length is read.
     #[inline(always)]
-    pub(crate) fn matches(&self, bytes: &[u8], meta: &RxMeta) -> bool {
-        let n = usize::from(self.cmp);
-        if n == 0 || meta_sig(meta) != self.sig {
+    pub(crate) fn matches(&self, bytes: &[u8], meta: &RxMeta, shape: Shape) -> bool {
+        // Between 16 and LEN for any template `fill` made (an empty one is
+        // never asked); out of range, `block` reads zeros and the frame does not match.
+        let n = shape.cmp();
+        if meta.link != self.link || meta.vlan_stripped != self.stripped {
             return false;
         }
-        let Some(b) = bytes.get(..n) else {
-            return false;
-        };
         #[inline(always)]
         fn block(s: &[u8], at: usize) -> u128 {
             match s.get(at..at + 16) {
@@ -213,22 +295,38 @@ impl Template {
                 None => 0,
             }
         }
-        let cmp = |at: usize| (block(b, at) ^ block(&self.bytes, at)) & block(&self.mask, at);
-        let diff = if n <= 32 {
-            cmp(0) | cmp(n - 16)
-        } else if n <= 64 {
-            cmp(0) | cmp(16) | cmp(n - 32) | cmp(n - 16)
-        } else {
-            cmp(0)
-                | cmp(16)
-                | cmp(32)
-                | cmp(48)
-                | cmp(n - 64)
-                | cmp(n - 48)
-                | cmp(n - 32)
-                | cmp(n - 16)
+        let diff =
+            |b: &[u8], at: usize| (block(b, at) ^ block(&self.bytes, at)) & block(&self.mask, at);
+        if n <= 64 {
+            if let Some(b) = bytes.first_chunk::<64>() {
+                return (diff(b, 0) | diff(b, 16) | diff(b, 32) | diff(b, 48)) == 0;
+            }
+        } else if let Some(b) = bytes.first_chunk::<128>() {
+            let mut d = 0;
+            for at in (0..128).step_by(16) {
+                d |= diff(b, at);
+            }
+            return d == 0;
+        }
+        // A short frame (a pure ACK without options, say): only the compared bytes are read.
+        let Some(b) = bytes.get(..n) else {
+            return false;
         };
-        diff == 0
+        let d = if n <= 32 {
+            diff(b, 0) | diff(b, n - 16)
+        } else if n <= 64 {
+            diff(b, 0) | diff(b, 16) | diff(b, n - 32) | diff(b, n - 16)
+        } else {
+            diff(b, 0)
+                | diff(b, 16)
+                | diff(b, 32)
+                | diff(b, 48)
+                | diff(b, n - 64)
+                | diff(b, n - 48)
+                | diff(b, n - 32)
+                | diff(b, n - 16)
+        };
+        d == 0
     }
 
     /// The words of a predicted frame's pseudo header and TCP header that vary from frame to
@@ -237,26 +335,15 @@ impl Template {
     /// bits at a time (2^16 = 1 in ones'-complement arithmetic), which gives the byte-swapped
     /// sum on a little-endian host (RFC 1071 section 2 (B)). `t` is the TCP header.
     #[inline(always)]
-    fn varying_words(&self, len: [u8; 2], t: &[u8; tcp::HEADER_LEN_TS]) -> u64 {
+    fn varying_words(len: [u8; 2], t: &[u8; tcp::HEADER_LEN_TS], ts: bool) -> u64 {
         let w = |at: usize| u64::from(u32::from_ne_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]));
         let acc = u64::from(u16::from_ne_bytes(len)) + w(4) + w(8) + w(12) + w(16);
-        if self.ts {
+        if ts {
             acc + w(tcp::field::TS_VAL.start) + w(tcp::field::TS_ECR.start)
         } else {
             acc
         }
     }
-}
-
-/// The link kind and the stripped VLAN tag of a frame's metadata in one word (part of its flow
-/// key, so part of what a template must match).
-#[inline(always)]
-fn meta_sig(meta: &RxMeta) -> u32 {
-    let tag = match meta.vlan_stripped {
-        Some(tci) => 0x1_0000 | u32::from(tci),
-        None => 0,
-    };
-    tag << 8 | u32::from(meta.link.code())
 }
 
 /// A 32-bit word of `b` at `at` in native byte order, widened for an unfolded sum (zero when out
@@ -280,6 +367,8 @@ pub(crate) fn negated_sum(acc: u64) -> u16 {
 /// values (TTL, TOS, DF, the option layout, no IP options, no padding, extension headers equal),
 /// so the rules' checks of those fold away.
 pub(crate) struct View<'a, E> {
+    /// The layout.
+    shape: Shape,
     /// The TCP header (with the timestamps, when the layout has them).
     t: &'a [u8; tcp::HEADER_LEN_TS],
     /// The (inner) IP header's first 8 bytes.
@@ -322,7 +411,7 @@ impl<E: Encap> Facts for View<'_, E> {
     }
     #[inline(always)]
     fn options(&self) -> TcpOptions {
-        if self.e.tpl.ts {
+        if self.shape.ts() {
             TcpOptions::Timestamp {
                 val: be32(self.t, tcp::field::TS_VAL.start),
                 ecr: be32(self.t, tcp::field::TS_ECR.start),
@@ -333,7 +422,7 @@ impl<E: Encap> Facts for View<'_, E> {
     }
     #[inline(always)]
     fn ip(&self) -> IpFacts {
-        let (h, v6) = (&self.e.ip, self.e.layers.v6);
+        let (h, v6) = (&self.e.ip, self.shape.v6());
         IpFacts {
             ttl: h.ttl,
             tos: h.tos,
@@ -376,10 +465,10 @@ impl<E: Encap> Facts for View<'_, E> {
     }
     #[inline(always)]
     fn ip_ids(&self) -> (Option<u16>, Option<u16>) {
-        let v6 = self.e.layers.v6;
+        let v6 = self.shape.v6();
         let inner = (!v6).then(|| u16::from_be_bytes([self.ip[4], self.ip[5]]));
         let outer = match self.e.layers.outer {
-            Some(o) if E::ENABLED && !o.v6 => Some(self.outer_id),
+            Some(o) if E::ENABLED && self.shape.tunnel() && !o.v6 => Some(self.outer_id),
             _ => None,
         };
         (inner, outer)
@@ -410,7 +499,7 @@ impl<E: Encap> Facts for View<'_, E> {
     #[inline(always)]
     fn encap_may_merge(&self) -> bool {
         match &self.e.layers.outer {
-            Some(o) if E::ENABLED => {
+            Some(o) if E::ENABLED && self.shape.tunnel() => {
                 let r = usize::from(o.encap)..usize::from(o.inner);
                 match (self.head.get(r.clone()), self.frame.get(r)) {
                     (Some(h), Some(f)) => E::may_merge(h, f),
@@ -445,17 +534,18 @@ pub(crate) fn read<'a, E: Encap>(
     head: &'a [u8],
     meta: &RxMeta,
     e: &'a FlowState,
+    shape: Shape,
     verify: bool,
     want_sum: bool,
 ) -> Option<Predicted<'a, E>> {
     let l = &e.layers;
-    let (l3, l4, payload) = (usize::from(l.l3), usize::from(l.l4), l.header_len());
+    let (l3, l4, payload) = (shape.l3(), shape.l4(), shape.payload());
     // The TCP header, timestamps included when the layout has them (without them the window
     // may run into the payload, read but unused).
     let t: &[u8; tcp::HEADER_LEN_TS] = bytes.get(l4..)?.first_chunk()?;
     // The length word of the (inner) IP header, and where its datagram ends.
     let ip: &[u8; 8] = bytes.get(l3..)?.first_chunk()?;
-    let (len_word, end) = if l.v6 {
+    let (len_word, end) = if shape.v6() {
         let w = [ip[4], ip[5]];
         (
             w,
@@ -470,7 +560,11 @@ pub(crate) fn read<'a, E: Encap>(
     if end != bytes.len() || end < payload {
         return None;
     }
-    let outer = if E::ENABLED { l.outer } else { None };
+    let outer = if E::ENABLED && shape.tunnel() {
+        l.outer
+    } else {
+        None
+    };
     let outer_id = match &outer {
         Some(o) => {
             let at = usize::from(o.l3);
@@ -491,7 +585,7 @@ pub(crate) fn read<'a, E: Encap>(
         }
         None => 0,
     };
-    let negated = || PayloadSum::Negated(e.tpl.varying_words(len_word, t));
+    let negated = || PayloadSum::Negated(Template::varying_words(len_word, t, shape.ts()));
     let sum = match meta.checksum {
         RxChecksum::Verified => {
             if want_sum {
@@ -517,6 +611,7 @@ pub(crate) fn read<'a, E: Encap>(
     };
     Some(Predicted {
         view: View {
+            shape,
             t,
             ip,
             outer_id,
