@@ -232,10 +232,10 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
         .records
         .iter()
         .filter_map(|r| match r.class {
-            FrameClass::Engine { link, skip } => Some((
-                cap.frame(r).get(usize::from(skip)..).unwrap_or(&[]),
-                args.engine.meta(link, r.ts_ns),
-            )),
+            FrameClass::Engine { link, skip } => {
+                let bytes = cap.frame(r).get(usize::from(skip)..).unwrap_or(&[]);
+                Some((bytes, args.engine.meta(link, r.ts_ns, bytes)))
+            }
             FrameClass::NotIp => None,
         })
         .collect();
