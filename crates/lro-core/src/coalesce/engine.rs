@@ -10,9 +10,11 @@ use core::marker::PhantomData;
 
 use super::ack_memo;
 use super::fixup::{self, Layers, TcpSum};
-use super::predict::{self, PayloadSum, Predicted, Shape};
+use super::predict::{self, PayloadSum, Predicted, Probe, Shape};
 use super::rules::{self, Compared, Facts, Fields, HeadMatch, Merge};
-use super::storage::{Capacity, DefaultSizes, FlowState, Held, IpHeld, Parts, Store, Sums};
+use super::storage::{
+    Capacity, DefaultSizes, FlowState, Held, IpHeld, Parts, Store, Sums, CANDIDATES_PER_FLOW,
+};
 use super::{Cause, Coalescer, Config, OutChecksum, Policy, Segment, SegmentInfo, Sink};
 use crate::csum;
 use crate::encap::{Encap, NoEncap, TunnelSlot};
@@ -64,8 +66,8 @@ pub struct Engine<F, C: Capacity = DefaultSizes, E: Encap = NoEncap> {
     /// Earliest time at which some held segment reaches `max_hold` (`u64::MAX`: none).
     hold_deadline: u64,
     held: usize,
-    /// The entry the previous data frame started or joined: header prediction's candidate.
-    hot: u16,
+    /// Where header prediction finds a frame's candidate entry.
+    probe: Probe,
     _encap: PhantomData<fn() -> E>,
 }
 
@@ -247,7 +249,7 @@ where
             stats: Stats::new(),
             hold_deadline: u64::MAX,
             held: 0,
-            hot: 0,
+            probe: Probe::new(FlowHasher::new(config.hash_seed).multiplier()),
             _encap: PhantomData,
         }
     }
@@ -265,6 +267,7 @@ where
         self.config = config;
         if reseed {
             self.hasher = FlowHasher::new(config.hash_seed);
+            self.probe = self.probe.with_multiplier(self.hasher.multiplier());
             let hasher = self.hasher;
             let Parts {
                 mut index,
@@ -322,8 +325,7 @@ where
         meta: &RxMeta,
         sink: &mut K,
     ) -> Verdict {
-        // Always below the table size (a power of two): the mask drops the bounds check.
-        let slot = (usize::from(self.hot) & (C::FLOWS - 1)) as u16;
+        let slot = self.store.candidates()[self.probe.index(frame.as_ref(), C::FLOWS * CANDIDATES_PER_FLOW)];
         match self.predict(frame.as_ref(), meta, slot) {
             Pred::Append {
                 slot,
@@ -769,6 +771,10 @@ where
         meta: &RxMeta,
         sink: &mut K,
     ) -> Verdict {
+        if let (Decision::Join(slot, _), None) = (decision, inc.template) {
+            // Found by the general path: next time, header prediction finds it.
+            self.propose(slot, frame.as_ref());
+        }
         match decision {
             Decision::Join(slot, Merge::Append) => {
                 let a = Appended::of(&inc.facts);
@@ -801,6 +807,16 @@ where
                 self.start(frame, &inc, meta, sink)
             }
             Decision::Start => self.start(frame, &inc, meta, sink),
+        }
+    }
+
+    /// Makes the entry `slot` header prediction's candidate for frames like `bytes`.
+    #[inline(always)]
+    fn propose(&mut self, slot: u16, bytes: &[u8]) {
+        let tpl = &self.store.flows()[usize::from(slot)].tpl;
+        if tpl.is_predicted() && self.probe.covers(tpl.layout()) {
+            let i = self.probe.index(bytes, C::FLOWS * CANDIDATES_PER_FLOW);
+            self.store.parts().candidates[i] = slot;
         }
     }
 
@@ -858,7 +874,7 @@ where
                 self.flush_slot(oldest, FlushReason::Evicted, sink);
             }
         }
-        let Some(slot) = self.store.parts().index.insert(inc.hash, &inc.key) else {
+        let Some(slot) = self.store.parts().index.insert(inc.hash, &inc.key, inc.template) else {
             // Unreachable with at least one entry, but never lose a frame.
             return self.deliver_alone(
                 frame,
@@ -868,7 +884,12 @@ where
             );
         };
         let prediction = self.config.header_prediction;
-        let Parts { flows, frames, .. } = self.store.parts();
+        let Parts {
+            flows,
+            frames,
+            candidates,
+            ..
+        } = self.store.parts();
         let s = usize::from(slot);
         // The template the frame matched (its bytes equal it under the mask) serves the new
         // segment as it is.
@@ -924,17 +945,23 @@ where
                 ..Sums::default()
             },
         };
+        if e.tpl.is_predicted() {
+            // Prediction follows the layout of data flows: a segment headed by a pure ACK (the
+            // reverse direction of a bulk flow, typically) does not change it.
+            let shape = e.tpl.layout();
+            if f.payload_len > 0 {
+                self.probe = self.probe.of(shape);
+            }
+            if self.probe.covers(shape) {
+                candidates[self.probe.index(frame.as_ref(), C::FLOWS * CANDIDATES_PER_FLOW)] = slot;
+            }
+        }
         frames[s * C::FRAMES] = Some(Held {
             frame,
             start: 0,
             end: inc.ip_end,
         });
         self.held += 1;
-        // Prediction takes data flows: a segment headed by a pure ACK (the reverse direction of
-        // a bulk flow, typically) leaves the hot entry to the flow whose data comes next.
-        if f.payload_len > 0 {
-            self.hot = slot;
-        }
         if let Some(max) = self.config.max_hold {
             self.hold_deadline = self.hold_deadline.min(inc.time.saturating_add(max));
         }
@@ -1014,7 +1041,6 @@ where
             self.stats.trimmed += 1;
         }
         index.touch(slot);
-        self.hot = slot;
         match completes {
             Some(reason) => {
                 e.or_flags |= f.flags & (flags::PSH | flags::FIN);
@@ -1151,6 +1177,7 @@ where
             flows,
             frames,
             mut acks,
+            ..
         } = self.store.parts();
         let key = *index.key(slot);
         index.remove(slot);

@@ -133,6 +133,78 @@ impl Shape {
     }
 }
 
+/// Where header prediction looks for a frame's flow before anything of the frame is parsed: a
+/// multiplicative hash of the bytes where the addresses and ports are in one layout (the newest
+/// predicted flow's; the flows of one link usually share it), indexing a table of entry numbers
+/// kept up to date when a segment starts and when the general path finds a flow. The probe only
+/// proposes: the entry's template decides, so a collision, a stale entry or another layout costs
+/// one template compare and the general path, never a wrong merge.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Probe {
+    l3: usize,
+    l4: usize,
+    v6: bool,
+    /// An odd multiplier from the hash seed.
+    mul: u64,
+}
+
+impl Probe {
+    /// A probe of the untagged Ethernet IPv4 layout.
+    pub(crate) const fn new(mul: u64) -> Self {
+        Self {
+            l3: 14,
+            l4: 34,
+            v6: false,
+            mul,
+        }
+    }
+
+    /// The probe of a template's layout.
+    #[inline(always)]
+    pub(crate) fn of(self, shape: Shape) -> Self {
+        Self {
+            l3: shape.l3,
+            l4: shape.l4,
+            v6: shape.v6,
+            mul: self.mul,
+        }
+    }
+
+    /// The probe with another multiplier.
+    pub(crate) fn with_multiplier(self, mul: u64) -> Self {
+        Self { mul, ..self }
+    }
+
+    /// Whether a template of this layout is found by this probe.
+    #[inline(always)]
+    pub(crate) fn covers(&self, shape: Shape) -> bool {
+        self.l3 == shape.l3 && self.l4 == shape.l4 && self.v6 == shape.v6
+    }
+
+    /// The candidate index of a frame in a table of `n` (a power of two) entries.
+    #[inline(always)]
+    pub(crate) fn index(&self, bytes: &[u8], n: usize) -> usize {
+        let word = |at: usize| {
+            bytes
+                .get(at..)
+                .and_then(|b| b.first_chunk::<8>())
+                .map_or(0, |w| u64::from_ne_bytes(*w))
+        };
+        let ports = bytes
+            .get(self.l4..)
+            .and_then(|b| b.first_chunk::<4>())
+            .map_or(0, |w| u32::from_ne_bytes(*w));
+        // IPv4: both addresses; IPv6: the low halves of both (the interface identifiers).
+        let addresses = if self.v6 {
+            word(self.l3 + 16) ^ word(self.l3 + 32).rotate_left(32)
+        } else {
+            word(self.l3 + 12)
+        };
+        let x = (addresses ^ u64::from(ports)).wrapping_mul(self.mul);
+        (x >> 40) as usize & (n - 1)
+    }
+}
+
 /// TCP header bytes the template compares: up to the flags, or up to the timestamp option's
 /// kinds (the window, checksum, urgent pointer and timestamp values after them are free).
 const fn compared_tcp_bytes(ts: bool) -> usize {

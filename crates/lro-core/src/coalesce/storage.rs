@@ -9,7 +9,7 @@ use super::fixup::Layers;
 use super::predict::Template;
 use crate::csum::PseudoHeader;
 use crate::encap::TunnelSlot;
-use crate::flow::table::{initial_free, Ends, Index, Links, NIL};
+use crate::flow::table::{initial_links, Ends, Index, Links, NIL};
 use crate::flow::Key;
 
 use super::ack_memo::{AckMemo, AckMemory};
@@ -61,6 +61,10 @@ impl<const N: usize, const S: usize, const M: usize> Capacity for Sizes<N, S, M>
     type Storage<F, T: TunnelSlot> = Arrays<F, T, N, S, M>;
 }
 
+/// Header prediction's candidate table has this many entries per flow-table entry (the
+/// reverse direction's ACK flows share it with the data flows).
+pub(crate) const CANDIDATES_PER_FLOW: usize = 4;
+
 /// A frame in a segment: the buffer and the byte range of it that belongs to the output.
 pub struct Held<F> {
     pub(crate) frame: F,
@@ -88,6 +92,8 @@ pub trait Store<F, T: TunnelSlot>: Sized {
     fn frames(&self) -> &[Option<Held<F>>];
     /// The ACK records.
     fn acks(&self) -> &[AckMemo<T>];
+    /// Header prediction's candidates (`FLOWS * CANDIDATES_PER_FLOW` entries; see [`Probe`](super::predict::Probe)).
+    fn candidates(&self) -> &[u16];
 }
 
 /// The arrays of an engine, borrowed together (disjoint, so the engine can update the index,
@@ -99,6 +105,8 @@ pub struct Parts<'a, F, T> {
     /// `FLOWS * FRAMES` slots: flow `i`'s frames are `frames[i * FRAMES..][..count]`.
     pub(crate) frames: &'a mut [Option<Held<F>>],
     pub(crate) acks: AckMemory<'a, T>,
+    /// Header prediction's candidate entry per probe hash.
+    pub(crate) candidates: &'a mut [u16],
 }
 
 /// The arrays of [`Sizes<N, S, M>`].
@@ -107,11 +115,11 @@ pub struct Arrays<F, T, const N: usize, const S: usize, const M: usize> {
     buckets: [u16; N],
     links: [Links; N],
     keys: [Key<T>; N],
-    free: [u16; N],
     ends: Ends,
     flows: [FlowState; N],
     frames: [[Option<Held<F>>; S]; N],
     acks: [AckMemo<T>; M],
+    candidates: [[u16; CANDIDATES_PER_FLOW]; N],
 }
 
 impl<F, T: TunnelSlot, const N: usize, const S: usize, const M: usize> Store<F, T>
@@ -129,13 +137,13 @@ impl<F, T: TunnelSlot, const N: usize, const S: usize, const M: usize> Store<F, 
         assert!(M.is_power_of_two(), "ACKS must be a power of two");
         Self {
             buckets: [NIL; N],
-            links: [Links::FREE; N],
+            links: initial_links::<N>(),
             keys: [Key::EMPTY; N],
-            free: initial_free::<N>(),
             ends: Ends::new(N),
             flows: [FlowState::EMPTY; N],
             frames: [const { [const { None }; S] }; N],
             acks: [AckMemo::EMPTY; M],
+            candidates: [[0; CANDIDATES_PER_FLOW]; N],
         }
     };
     const FRAMES: usize = S;
@@ -147,7 +155,6 @@ impl<F, T: TunnelSlot, const N: usize, const S: usize, const M: usize> Store<F, 
                 buckets: &mut self.buckets,
                 links: &mut self.links,
                 keys: &mut self.keys,
-                free: &mut self.free,
                 ends: &mut self.ends,
             },
             flows: &mut self.flows,
@@ -155,6 +162,7 @@ impl<F, T: TunnelSlot, const N: usize, const S: usize, const M: usize> Store<F, 
             acks: AckMemory {
                 records: &mut self.acks,
             },
+            candidates: self.candidates.as_flattened_mut(),
         }
     }
 
@@ -181,6 +189,11 @@ impl<F, T: TunnelSlot, const N: usize, const S: usize, const M: usize> Store<F, 
     #[inline(always)]
     fn acks(&self) -> &[AckMemo<T>] {
         &self.acks
+    }
+
+    #[inline(always)]
+    fn candidates(&self) -> &[u16] {
+        self.candidates.as_flattened()
     }
 }
 

@@ -302,6 +302,13 @@ impl FlowHasher {
         Self { key }
     }
 
+    /// An odd multiplier derived from the seed, for hashes that need not be strong (header
+    /// prediction's probe, which a collision only makes miss).
+    #[inline(always)]
+    pub(crate) const fn multiplier(&self) -> u64 {
+        self.key[KEY_WORDS - 1]
+    }
+
     /// The 32-bit hash of a flow key.
     #[inline]
     pub fn hash(&self, key: &FlowKey) -> u32 {

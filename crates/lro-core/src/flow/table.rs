@@ -20,20 +20,11 @@ pub(crate) struct Links {
     hash: u32,
     /// Next entry in the same bucket.
     chain: u16,
-    /// LRU neighbours (towards older / newer).
+    /// Neighbours on the LRU list while in use (towards older / newer), on the free list
+    /// while free (towards the next to be taken / the most recently freed).
     older: u16,
     newer: u16,
     used: bool,
-}
-
-impl Links {
-    pub(crate) const FREE: Links = Links {
-        hash: 0,
-        chain: NIL,
-        older: NIL,
-        newer: NIL,
-        used: false,
-    };
 }
 
 /// The list ends and the free count (kept in the engine itself).
@@ -43,7 +34,10 @@ pub(crate) struct Ends {
     oldest: u16,
     /// Most recently active entry.
     newest: u16,
-    /// Free slots left on the `free` stack.
+    /// The free entry taken next (freed longest ago) and the one freed last.
+    free_first: u16,
+    free_last: u16,
+    /// Free entries.
     nfree: u16,
 }
 
@@ -53,20 +47,29 @@ impl Ends {
         Self {
             oldest: NIL,
             newest: NIL,
+            free_first: if n > 0 { 0 } else { NIL },
+            free_last: if n > 0 { (n - 1) as u16 } else { NIL },
             nfree: n as u16,
         }
     }
 }
 
-/// The free stack in its initial order (slot 0 on top).
-pub(crate) const fn initial_free<const N: usize>() -> [u16; N] {
-    let mut free = [0u16; N];
+/// The links of `N` free entries, on the free list in slot order.
+pub(crate) const fn initial_links<const N: usize>() -> [Links; N] {
+    let mut links = [Links {
+        hash: 0,
+        chain: NIL,
+        older: NIL,
+        newer: NIL,
+        used: false,
+    }; N];
     let mut i = 0;
     while i < N {
-        free[i] = (N - 1 - i) as u16;
+        links[i].older = if i + 1 < N { (i + 1) as u16 } else { NIL };
+        links[i].newer = if i > 0 { (i - 1) as u16 } else { NIL };
         i += 1;
     }
-    free
+    links
 }
 
 /// The entry holding `key` among the index's arrays, if any.
@@ -94,7 +97,6 @@ pub(crate) struct Index<'a, T> {
     pub(crate) buckets: &'a mut [u16],
     pub(crate) links: &'a mut [Links],
     pub(crate) keys: &'a mut [Key<T>],
-    pub(crate) free: &'a mut [u16],
     pub(crate) ends: &'a mut Ends,
 }
 
@@ -122,14 +124,17 @@ impl<T: Copy + Eq> Index<'_, T> {
         find(self.buckets, self.links, self.keys, hash, key)
     }
 
-    /// Takes a free slot for `key` and makes it the most recent. `None` when full (the caller
-    /// makes room first).
-    pub(crate) fn insert(&mut self, hash: u32, key: &Key<T>) -> Option<u16> {
-        if self.ends.nfree == 0 {
-            return None;
-        }
-        self.ends.nfree -= 1;
-        let slot = self.free[usize::from(self.ends.nfree)];
+    /// Takes a free entry for `key` and makes it the most recent: `want` if it is free (the
+    /// entry that held the flow before, whose header-prediction template still describes it),
+    /// otherwise the one freed longest ago (so that a delivered flow's template survives as
+    /// long as possible). `None` when full (the caller makes room first).
+    pub(crate) fn insert(&mut self, hash: u32, key: &Key<T>, want: Option<u16>) -> Option<u16> {
+        let slot = match want {
+            Some(w) if self.links.get(usize::from(w)).is_some_and(|l| !l.used) => w,
+            _ if self.ends.nfree > 0 => self.ends.free_first,
+            _ => return None,
+        };
+        self.unlink_free(slot);
         let s = usize::from(slot);
         let b = Self::bucket(hash, self.buckets.len());
         self.keys[s] = *key;
@@ -148,6 +153,23 @@ impl<T: Copy + Eq> Index<'_, T> {
         }
         self.ends.newest = slot;
         Some(slot)
+    }
+
+    /// Takes the free entry `slot` off the free list.
+    fn unlink_free(&mut self, slot: u16) {
+        let Links { older, newer, .. } = self.links[usize::from(slot)];
+        // `older` is the next to be taken after it, `newer` the one freed after it.
+        if newer != NIL {
+            self.links[usize::from(newer)].older = older;
+        } else {
+            self.ends.free_first = older;
+        }
+        if older != NIL {
+            self.links[usize::from(older)].newer = newer;
+        } else {
+            self.ends.free_last = newer;
+        }
+        self.ends.nfree -= 1;
     }
 
     /// Marks `slot` as the most recently active.
@@ -204,8 +226,20 @@ impl<T: Copy + Eq> Index<'_, T> {
                 self.links[usize::from(prev)].chain = next;
             }
         }
-        self.links[s] = Links::FREE;
-        self.free[usize::from(self.ends.nfree)] = slot;
+        // Last on the free list: taken after every entry freed before it.
+        self.links[s] = Links {
+            hash: 0,
+            chain: NIL,
+            older: NIL,
+            newer: self.ends.free_last,
+            used: false,
+        };
+        if self.ends.free_last != NIL {
+            self.links[usize::from(self.ends.free_last)].older = slot;
+        } else {
+            self.ends.free_first = slot;
+        }
+        self.ends.free_last = slot;
         self.ends.nfree += 1;
     }
 
@@ -247,7 +281,6 @@ mod tests {
         buckets: [u16; N],
         links: [Links; N],
         keys: [Key<NoTunnel>; N],
-        free: [u16; N],
         ends: Ends,
     }
 
@@ -255,9 +288,8 @@ mod tests {
         fn new() -> Self {
             Self {
                 buckets: [NIL; N],
-                links: [Links::FREE; N],
+                links: initial_links::<N>(),
                 keys: [Key::EMPTY; N],
-                free: initial_free::<N>(),
                 ends: Ends::new(N),
             }
         }
@@ -267,7 +299,6 @@ mod tests {
                 buckets: &mut self.buckets,
                 links: &mut self.links,
                 keys: &mut self.keys,
-                free: &mut self.free,
                 ends: &mut self.ends,
             }
         }
@@ -285,8 +316,8 @@ mod tests {
     fn colliding_hashes_keep_flows_apart() {
         let mut arrays = Arrays::<8>::new();
         let mut idx = arrays.index();
-        let a = idx.insert(7, &key(1)).unwrap();
-        let b = idx.insert(7, &key(2)).unwrap();
+        let a = idx.insert(7, &key(1), None).unwrap();
+        let b = idx.insert(7, &key(2), None).unwrap();
         assert_ne!(a, b);
         assert_eq!(idx.find(7, &key(1)), Some(a));
         assert_eq!(idx.find(7, &key(2)), Some(b));
@@ -303,9 +334,9 @@ mod tests {
     fn lru_order_follows_touches() {
         let mut arrays = Arrays::<4>::new();
         let mut idx = arrays.index();
-        let s: [u16; 4] = core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8)).unwrap());
+        let s: [u16; 4] = core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8), None).unwrap());
         assert!(idx.is_full());
-        assert_eq!(idx.insert(9, &key(9)), None);
+        assert_eq!(idx.insert(9, &key(9), None), None);
         assert_eq!(idx.oldest(), Some(s[0]));
         idx.touch(s[0]);
         assert_eq!(idx.oldest(), Some(s[1]));
@@ -314,5 +345,31 @@ mod tests {
         assert_eq!(idx.newer(s[2]), Some(s[3]));
         assert_eq!(idx.newer(s[3]), Some(s[0]));
         assert_eq!(idx.newer(s[0]), None);
+    }
+
+    #[test]
+    fn free_entries_are_taken_oldest_freed_first_unless_one_is_wanted() {
+        let mut arrays = Arrays::<4>::new();
+        let mut idx = arrays.index();
+        let s: [u16; 4] =
+            core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8), None).unwrap());
+        assert_eq!(s, [0, 1, 2, 3]);
+        idx.remove(s[2]);
+        idx.remove(s[0]);
+        idx.remove(s[3]);
+        // Wanted and free: taken out of the middle of the free list.
+        assert_eq!(idx.insert(5, &key(5), Some(s[0])), Some(s[0]));
+        // Wanted but in use: the one freed longest ago instead.
+        assert_eq!(idx.insert(6, &key(6), Some(s[1])), Some(s[2]));
+        assert_eq!(idx.insert(7, &key(7), None), Some(s[3]));
+        assert_eq!(idx.insert(8, &key(8), None), None);
+        assert_eq!(idx.find(5, &key(5)), Some(s[0]));
+        for slot in s {
+            idx.remove(slot);
+        }
+        // Freed in slot order, taken in slot order.
+        let again: [u16; 4] =
+            core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8), None).unwrap());
+        assert_eq!(again, s);
     }
 }
