@@ -86,9 +86,11 @@ struct Incoming<T> {
     payload: u32,
     ip_end: u32,
     layers: Layers,
-    /// The entry whose template matched (header prediction), reused if the frame starts a
-    /// segment.
-    template: Option<u16>,
+    /// The flow's entry, held or idle: a segment the frame starts goes there.
+    entry: Option<u16>,
+    /// The frame matched the entry's template (header prediction): the template, the layers
+    /// and the pseudo header in the entry describe it as they are.
+    predicted: bool,
     time: u64,
 }
 
@@ -310,7 +312,11 @@ where
     pub fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         self.stats.frames_in += 1;
         if self.config.header_prediction {
-            return self.push_predicted(frame, meta, sink);
+            // Compiled once per policy: the rules' policy checks fold.
+            return match self.config.policy {
+                Policy::Lro => self.push_predicted::<true, K>(frame, meta, sink),
+                Policy::Gro => self.push_predicted::<false, K>(frame, meta, sink),
+            };
         }
         self.push_general(frame, meta, sink)
     }
@@ -319,14 +325,14 @@ where
     /// frame. A function of its own, so the common case (a predicted append) is compiled
     /// apart from the caller's loop (measured: inlined, the loop's registers spill).
     #[inline(never)]
-    fn push_predicted<K: Sink<F> + ?Sized>(
+    fn push_predicted<const LRO: bool, K: Sink<F> + ?Sized>(
         &mut self,
         frame: F,
         meta: &RxMeta,
         sink: &mut K,
     ) -> Verdict {
         let slot = self.store.candidates()[self.probe.index(frame.as_ref(), C::FLOWS * CANDIDATES_PER_FLOW)];
-        match self.predict(frame.as_ref(), meta, slot) {
+        match self.predict::<LRO>(frame.as_ref(), meta, slot) {
             Pred::Append {
                 slot,
                 appended,
@@ -397,7 +403,7 @@ where
     /// Header prediction: the template of the entry `slot` against the frame and, when it
     /// matches, the rules on what the template read. Changes nothing.
     #[inline(always)]
-    fn predict(&self, bytes: &[u8], meta: &RxMeta, slot: u16) -> Pred {
+    fn predict<const LRO: bool>(&self, bytes: &[u8], meta: &RxMeta, slot: u16) -> Pred {
         let e = &self.store.flows()[usize::from(slot)];
         if !e.tpl.is_predicted() {
             return Pred::Miss;
@@ -409,16 +415,12 @@ where
         let Some(p) = self.read_predicted(bytes, meta, slot, shape) else {
             return Pred::Miss;
         };
-        let held = if e.is_held() {
-            Some(slot)
-        } else if self.held_elsewhere(slot) {
-            // The flow is held in another entry, whose head the template does not describe.
-            return Pred::Miss;
-        } else {
-            None
-        };
+        // The template describes the entry's flow, and a flow has one entry (see
+        // `flow::table`): held or idle, this is the flow's.
+        let held = e.is_held().then_some(slot);
         let memo = || ack_memo::get(self.store.acks(), self.store.key(slot), e.hash);
-        match self.judge(&p.view, Ok(()), held, meta.time, memo) {
+        let policy = if LRO { Policy::Lro } else { Policy::Gro };
+        match self.judge(policy, &p.view, Ok(()), held, meta.time, memo) {
             Decision::Join(slot, Merge::Append) => {
                 let (ip_id, outer_id) = p.view.ip_ids();
                 Pred::Append {
@@ -496,17 +498,11 @@ where
             payload,
             ip_end,
             layers: e.layers,
-            template: Some(slot),
+            entry: Some(slot),
+            predicted: true,
             time: meta.time,
         };
         self.act(frame, inc, decision, meta, sink)
-    }
-
-    /// Whether the flow whose key entry `slot` keeps is held in another entry.
-    #[inline(never)]
-    fn held_elsewhere(&self, slot: u16) -> bool {
-        let hash = self.store.flows()[usize::from(slot)].hash;
-        self.store.find(hash, self.store.key(slot)).is_some()
     }
 
     /// Everything header prediction does not read: parse, look the flow up, verify checksums,
@@ -556,7 +552,8 @@ where
             padding_neutral,
         };
         self.count_in(facts.payload_len, facts.outer.is_some());
-        let slot = self.store.parts().index.find(hash, &key);
+        let entry = self.store.parts().index.find(hash, &key);
+        let slot = entry.filter(|&s| self.store.flows()[usize::from(s)].is_held());
         let inc = Incoming {
             key,
             hash,
@@ -567,7 +564,8 @@ where
             payload: p.payload,
             ip_end: p.ip_end,
             layers,
-            template: None,
+            entry,
+            predicted: false,
             time: meta.time,
         };
         let decision = {
@@ -590,7 +588,7 @@ where
                 },
             };
             let memo = || ack_memo::get(self.store.acks(), &inc.key, inc.hash);
-            self.judge(&f, inc.checked, slot, inc.time, memo)
+            self.judge(self.config.policy, &f, inc.checked, slot, inc.time, memo)
         };
         self.act(frame, inc, decision, meta, sink)
     }
@@ -736,13 +734,13 @@ where
     #[inline(always)]
     fn judge(
         &self,
+        policy: Policy,
         f: &impl Facts,
         checked: Result<(), PassReason>,
         slot: Option<u16>,
         time: u64,
         memo: impl FnOnce() -> Option<(u32, u16)>,
     ) -> Decision {
-        let policy = self.config.policy;
         if let Err(reason) = checked.and_then(|()| rules::alone(policy, f)) {
             return Decision::Alone(reason);
         }
@@ -753,7 +751,7 @@ where
         let decision = if rules::expired(&self.config, e, time) {
             Err(FlushReason::MaxHold)
         } else {
-            rules::merge(&self.config, e, f, memo, C::FRAMES)
+            rules::merge(policy, &self.config, e, f, memo, C::FRAMES)
         };
         match decision {
             Ok(merge) => Decision::Join(slot, merge),
@@ -771,7 +769,7 @@ where
         meta: &RxMeta,
         sink: &mut K,
     ) -> Verdict {
-        if let (Decision::Join(slot, _), None) = (decision, inc.template) {
+        if let (Decision::Join(slot, _), false) = (decision, inc.predicted) {
             // Found by the general path: next time, header prediction finds it.
             self.propose(slot, frame.as_ref());
         }
@@ -867,21 +865,31 @@ where
         if f.padded {
             self.stats.trimmed += 1;
         }
-        if self.store.parts().index.is_full() {
-            let oldest = self.store.parts().index.oldest();
-            if let Some(oldest) = oldest {
-                self.stats.evictions += 1;
-                self.flush_slot(oldest, FlushReason::Evicted, sink);
+        let slot = match inc.entry {
+            // The flow's idle entry: its segment starts where the last one was.
+            Some(slot) => {
+                self.store.parts().index.activate(slot);
+                slot
             }
-        }
-        let Some(slot) = self.store.parts().index.insert(inc.hash, &inc.key, inc.template) else {
-            // Unreachable with at least one entry, but never lose a frame.
-            return self.deliver_alone(
-                frame,
-                PassReason::Malformed,
-                Some(self.alone_of(inc)),
-                sink,
-            );
+            None => {
+                if self.store.parts().index.is_full() {
+                    let oldest = self.store.parts().index.oldest();
+                    if let Some(oldest) = oldest {
+                        self.stats.evictions += 1;
+                        self.flush_slot(oldest, FlushReason::Evicted, sink);
+                    }
+                }
+                let Some(slot) = self.store.parts().index.insert(inc.hash, &inc.key) else {
+                    // Unreachable with at least one entry, but never lose a frame.
+                    return self.deliver_alone(
+                        frame,
+                        PassReason::Malformed,
+                        Some(self.alone_of(inc)),
+                        sink,
+                    );
+                };
+                slot
+            }
         };
         let prediction = self.config.header_prediction;
         let Parts {
@@ -891,16 +899,22 @@ where
             ..
         } = self.store.parts();
         let s = usize::from(slot);
-        // The template the frame matched (its bytes equal it under the mask) serves the new
-        // segment as it is.
-        if let Some(t) = inc.template.filter(|&t| t != slot) {
-            flows[s].tpl = flows[usize::from(t)].tpl;
-        }
         let e = &mut flows[s];
         let l = &inc.layers;
         let first_l3 = l.first_l3() as u32;
         e.count = 1;
-        e.layers = *l;
+        if !inc.predicted {
+            // Otherwise the entry's: the frame's headers equal its template's under the mask.
+            e.layers = *l;
+            e.hash = inc.hash;
+            e.pseudo = inc.key.flow.pseudo_header();
+            if prediction {
+                e.tpl
+                    .fill(frame.as_ref(), &e.layers, &e.pseudo, f.options, meta);
+            } else {
+                e.tpl.clear();
+            }
+        }
         e.next_seq = f.seq.wrapping_add(f.payload_len);
         e.ack = f.ack;
         e.window = f.window;
@@ -917,16 +931,6 @@ where
         e.absorbed = 0;
         e.first_time = inc.time;
         e.last_time = inc.time;
-        e.hash = inc.hash;
-        e.pseudo = inc.key.flow.pseudo_header();
-        if inc.template.is_none() {
-            if prediction {
-                e.tpl
-                    .fill(frame.as_ref(), &e.layers, &e.pseudo, f.options, meta);
-            } else {
-                e.tpl.clear();
-            }
-        }
         e.sums = match inc.sum {
             PayloadSum::None => Sums {
                 complete: false,
@@ -1180,7 +1184,7 @@ where
             ..
         } = self.store.parts();
         let key = *index.key(slot);
-        index.remove(slot);
+        index.park(slot);
         let s = usize::from(slot);
         let e = &mut flows[s];
         let count = usize::from(e.count);

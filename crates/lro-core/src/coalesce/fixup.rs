@@ -127,44 +127,63 @@ pub(crate) fn fix_headers<E: Encap>(
     pseudo: &PseudoHeader,
 ) {
     let (l3, l4, payload) = (usize::from(l.l3), usize::from(l.l4), l.header_len());
-    if b.len() < payload || end < payload {
+    if end < payload || l4 > payload {
         return;
     }
-    ip_length(b, l3, l.v6, end);
+    let Some(h) = b.get_mut(..payload) else {
+        return;
+    };
+    ip_length(h, l3, l.v6, end);
     let tcp_len = (end - l4) as u32;
-    write_be16(b, l4 + tcp::field::CHECKSUM.start, 0);
+    let th = &mut h[l4..];
+    let Some(field) = th.get_mut(tcp::field::CHECKSUM) else {
+        return;
+    };
+    field.fill(0);
     let check = match (tcp, payload_sum) {
         (TcpSum::Full, Some(payload_sum)) => {
-            let hdr = csum::sum_header(&b[l4..payload]);
             // The TCP header has an even length (data offset * 4): the payload sum needs no
             // byte swap (RFC 1071 section 2 (A) and (B)).
             csum::finish(csum::add(
-                csum::add(csum::fold(pseudo.acc(tcp_len)), hdr),
+                csum::add(csum::fold(pseudo.acc(tcp_len)), csum::sum_header(th)),
                 payload_sum,
             ))
         }
         _ => pseudo.sum(tcp_len),
     };
-    write_be16(b, l4 + tcp::field::CHECKSUM.start, check);
-    if let Some(o) = &l.outer {
-        let (encap, inner) = (usize::from(o.encap), usize::from(o.inner));
-        if inner > payload {
-            return;
-        }
-        // What follows the encapsulation header: its headers as rewritten, then the payload.
-        let after = payload_sum
-            .map(|s| csum::add_at_offset(csum::sum(&b[inner..payload]), s, payload - inner));
-        if let Some(h) = b.get_mut(encap..inner) {
-            E::fix(
-                h,
-                &EncapFix {
-                    payload_len: end - inner,
-                    payload_sum: after,
-                },
-            );
-        }
-        ip_length(b, usize::from(o.l3), o.v6, end);
+    th[tcp::field::CHECKSUM].copy_from_slice(&check.to_be_bytes());
+    if let Some(o) = l.outer.as_ref().filter(|_| E::ENABLED) {
+        fix_outer::<E>(h, o, payload, end, payload_sum);
     }
+}
+
+/// The tunnel part of [`fix_headers`]: the encapsulation header through [`Encap::fix`], then
+/// the outer IP length and header checksum (`h`: the headers, `payload` long).
+#[inline(never)]
+fn fix_outer<E: Encap>(
+    h: &mut [u8],
+    o: &OuterLayers,
+    payload: usize,
+    end: usize,
+    payload_sum: Option<u16>,
+) {
+    let (encap, inner) = (usize::from(o.encap), usize::from(o.inner));
+    if inner > payload {
+        return;
+    }
+    // What follows the encapsulation header: its headers as rewritten, then the payload.
+    let after = payload_sum
+        .map(|s| csum::add_at_offset(csum::sum(&h[inner..payload]), s, payload - inner));
+    if let Some(eh) = h.get_mut(encap..inner) {
+        E::fix(
+            eh,
+            &EncapFix {
+                payload_len: end - inner,
+                payload_sum: after,
+            },
+        );
+    }
+    ip_length(h, usize::from(o.l3), o.v6, end);
 }
 
 /// Writes the length of the IP datagram at `l3` ending at `end`, and for IPv4 its header
@@ -184,6 +203,19 @@ fn ip_length(b: &mut [u8], l3: usize, v6: bool, end: usize) {
 /// Recomputes the header checksum of the IPv4 header at `l3` (options included).
 #[inline(always)]
 pub(crate) fn ipv4_checksum(b: &mut [u8], l3: usize) {
+    match b.get_mut(l3..).and_then(|h| h.first_chunk_mut::<{ ipv4::HEADER_LEN }>()) {
+        Some(h) if h[0] == ipv4::VER_IHL_PLAIN => {
+            h[ipv4::field::CHECKSUM].fill(0);
+            let c = csum::finish(csum::sum_header(h));
+            h[ipv4::field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        }
+        _ => ipv4_checksum_options(b, l3),
+    }
+}
+
+/// [`ipv4_checksum`] of a header with options.
+#[inline(never)]
+fn ipv4_checksum_options(b: &mut [u8], l3: usize) {
     let ihl = b
         .get(l3)
         .map_or(ipv4::HEADER_LEN, |v| usize::from(v & 0x0f) * 4);

@@ -181,25 +181,19 @@ impl Probe {
         self.l3 == shape.l3 && self.l4 == shape.l4 && self.v6 == shape.v6
     }
 
-    /// The candidate index of a frame in a table of `n` (a power of two) entries.
+    /// The candidate index of a frame in a table of `n` (a power of two) entries: a hash of
+    /// the 12 bytes before the end of the ports, both IPv4 addresses and the ports (for IPv6,
+    /// the low half of the destination address and the ports).
     #[inline(always)]
     pub(crate) fn index(&self, bytes: &[u8], n: usize) -> usize {
-        let word = |at: usize| {
-            bytes
-                .get(at..)
-                .and_then(|b| b.first_chunk::<8>())
-                .map_or(0, |w| u64::from_ne_bytes(*w))
-        };
-        let ports = bytes
-            .get(self.l4..)
-            .and_then(|b| b.first_chunk::<4>())
-            .map_or(0, |w| u32::from_ne_bytes(*w));
-        // IPv4: both addresses; IPv6: the low halves of both (the interface identifiers).
-        let addresses = if self.v6 {
-            word(self.l3 + 16) ^ word(self.l3 + 32).rotate_left(32)
-        } else {
-            word(self.l3 + 12)
-        };
+        // `l4` is at least 20 for every layout a template covers (and 0 before the first).
+        let k = bytes
+            .get(self.l4.wrapping_sub(8)..)
+            .and_then(|b| b.first_chunk::<12>())
+            .copied()
+            .unwrap_or([0; 12]);
+        let addresses = u64::from_ne_bytes([k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7]]);
+        let ports = u32::from_ne_bytes([k[8], k[9], k[10], k[11]]);
         let x = (addresses ^ u64::from(ports)).wrapping_mul(self.mul);
         (x >> 40) as usize & (n - 1)
     }

@@ -535,17 +535,18 @@ pub(crate) fn expired(config: &Config, e: &FlowState, now: u64) -> bool {
 }
 
 /// Group 3 in order: may `f` (which passed [`alone`]) join the held segment `e`?
-/// `delivered` is the flow's ACK memory record (asked only for a pure ACK under `Lro`),
+/// `policy` is `config`'s (given apart, so that a caller compiled per policy folds its
+/// checks), `delivered` the flow's ACK memory record (asked only for a pure ACK under `Lro`),
 /// `frames` the segment's capacity.
 #[inline(always)]
 pub(crate) fn merge(
+    policy: Policy,
     config: &Config,
     e: &FlowState,
     f: &impl Facts,
     delivered: impl FnOnce() -> Option<(u32, u16)>,
     frames: usize,
 ) -> Result<Merge, FlushReason> {
-    let policy = config.policy;
     if duplicate_ack(policy, e, f) {
         return Ok(Merge::Duplicate);
     }

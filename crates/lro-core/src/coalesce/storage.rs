@@ -9,7 +9,7 @@ use super::fixup::Layers;
 use super::predict::Template;
 use crate::csum::PseudoHeader;
 use crate::encap::TunnelSlot;
-use crate::flow::table::{initial_links, Ends, Index, Links, NIL};
+use crate::flow::table::{Ends, Index, Links, NIL};
 use crate::flow::Key;
 
 use super::ack_memo::{AckMemo, AckMemory};
@@ -86,8 +86,6 @@ pub trait Store<F, T: TunnelSlot>: Sized {
     /// The key stored in an entry (kept after its segment was delivered, until the entry is
     /// reused).
     fn key(&self, slot: u16) -> &Key<T>;
-    /// The entry holding `key`, if any (the index read-only).
-    fn find(&self, hash: u32, key: &Key<T>) -> Option<u16>;
     /// The frame slots (`FLOWS * FRAMES`).
     fn frames(&self) -> &[Option<Held<F>>];
     /// The ACK records.
@@ -137,9 +135,9 @@ impl<F, T: TunnelSlot, const N: usize, const S: usize, const M: usize> Store<F, 
         assert!(M.is_power_of_two(), "ACKS must be a power of two");
         Self {
             buckets: [NIL; N],
-            links: initial_links::<N>(),
+            links: [Links::FRESH; N],
             keys: [Key::EMPTY; N],
-            ends: Ends::new(N),
+            ends: Ends::new(),
             flows: [FlowState::EMPTY; N],
             frames: [const { [const { None }; S] }; N],
             acks: [AckMemo::EMPTY; M],
@@ -174,11 +172,6 @@ impl<F, T: TunnelSlot, const N: usize, const S: usize, const M: usize> Store<F, 
     #[inline(always)]
     fn key(&self, slot: u16) -> &Key<T> {
         &self.keys[usize::from(slot)]
-    }
-
-    #[inline(always)]
-    fn find(&self, hash: u32, key: &Key<T>) -> Option<u16> {
-        crate::flow::table::find(&self.buckets, &self.links, &self.keys, hash, key)
     }
 
     #[inline(always)]

@@ -1,5 +1,12 @@
 //! The flow table's index: which entry holds which flow, found by hash bucket then full key
-//! compare, kept on an LRU list for eviction and idle flushing.
+//! compare, with the entries on two LRU lists.
+//!
+//! An entry is *fresh* (never used), *held* (its flow's segment holds frames) or *idle* (its
+//! flow's segment was delivered: the entry keeps the flow's key, its place in the index and its
+//! header-prediction template, so the flow's next frame starts a segment where the last one was,
+//! without an insertion). Held entries are on an LRU list for eviction and idle flushing; idle
+//! ones on their own, oldest reused first when a new flow needs an entry. A flow has at most one
+//! entry.
 //!
 //! Buckets are chains through the entries (the entry count is a power of two), so a lookup
 //! costs one bucket read plus one key compare per colliding flow. A hash only chooses the
@@ -7,7 +14,7 @@
 //! corner case) cost time, never correctness.
 //!
 //! The arrays live in the engine's storage (sized by its [`Capacity`](crate::Capacity)); an
-//! [`Index`] borrows them with the list ends and the free count.
+//! [`Index`] borrows them with the list ends.
 
 use super::Key;
 
@@ -20,59 +27,65 @@ pub(crate) struct Links {
     hash: u32,
     /// Next entry in the same bucket.
     chain: u16,
-    /// Neighbours on the LRU list while in use (towards older / newer), on the free list
-    /// while free (towards the next to be taken / the most recently freed).
+    /// Neighbours on the entry's list (held or idle), towards older / newer.
     older: u16,
     newer: u16,
-    used: bool,
+    state: State,
 }
 
-/// The list ends and the free count (kept in the engine itself).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ends {
-    /// Least recently active entry (evicted first).
-    oldest: u16,
-    /// Most recently active entry.
-    newest: u16,
-    /// The free entry taken next (freed longest ago) and the one freed last.
-    free_first: u16,
-    free_last: u16,
-    /// Free entries.
-    nfree: u16,
+/// Where an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Fresh,
+    Held,
+    Idle,
 }
 
-impl Ends {
-    /// Every one of `n` entries free.
-    pub(crate) const fn new(n: usize) -> Self {
-        Self {
-            oldest: NIL,
-            newest: NIL,
-            free_first: if n > 0 { 0 } else { NIL },
-            free_last: if n > 0 { (n - 1) as u16 } else { NIL },
-            nfree: n as u16,
-        }
-    }
-}
-
-/// The links of `N` free entries, on the free list in slot order.
-pub(crate) const fn initial_links<const N: usize>() -> [Links; N] {
-    let mut links = [Links {
+impl Links {
+    pub(crate) const FRESH: Links = Links {
         hash: 0,
         chain: NIL,
         older: NIL,
         newer: NIL,
-        used: false,
-    }; N];
-    let mut i = 0;
-    while i < N {
-        links[i].older = if i + 1 < N { (i + 1) as u16 } else { NIL };
-        links[i].newer = if i > 0 { (i - 1) as u16 } else { NIL };
-        i += 1;
-    }
-    links
+        state: State::Fresh,
+    };
 }
 
-/// The entry holding `key` among the index's arrays, if any.
+/// The two ends of a list.
+#[derive(Clone, Copy, Debug)]
+struct List {
+    oldest: u16,
+    newest: u16,
+}
+
+impl List {
+    const EMPTY: Self = Self {
+        oldest: NIL,
+        newest: NIL,
+    };
+}
+
+/// The list ends and the fresh count (kept in the engine itself).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ends {
+    held: List,
+    idle: List,
+    /// Entries used so far: `fresh..n` were never used.
+    fresh: u16,
+}
+
+impl Ends {
+    /// Every entry fresh.
+    pub(crate) const fn new() -> Self {
+        Self {
+            held: List::EMPTY,
+            idle: List::EMPTY,
+            fresh: 0,
+        }
+    }
+}
+
+/// The entry holding `key` (held or idle) among the index's arrays, if any.
 #[inline]
 pub(crate) fn find<T: Copy + Eq>(
     buckets: &[u16],
@@ -108,9 +121,10 @@ impl<T: Copy + Eq> Index<'_, T> {
         hash as usize & (n - 1)
     }
 
+    /// Whether a new flow needs an entry evicted first: none fresh, none idle.
     #[inline]
     pub(crate) fn is_full(&self) -> bool {
-        self.ends.nfree == 0
+        usize::from(self.ends.fresh) == self.links.len() && self.ends.idle.oldest == NIL
     }
 
     #[inline]
@@ -118,99 +132,115 @@ impl<T: Copy + Eq> Index<'_, T> {
         &self.keys[usize::from(slot)]
     }
 
-    /// The entry holding `key`, if any.
+    /// The entry of `key`, held or idle, if any.
     #[inline]
     pub(crate) fn find(&self, hash: u32, key: &Key<T>) -> Option<u16> {
         find(self.buckets, self.links, self.keys, hash, key)
     }
 
-    /// Takes a free entry for `key` and makes it the most recent: `want` if it is free (the
-    /// entry that held the flow before, whose header-prediction template still describes it),
-    /// otherwise the one freed longest ago (so that a delivered flow's template survives as
-    /// long as possible). `None` when full (the caller makes room first).
-    pub(crate) fn insert(&mut self, hash: u32, key: &Key<T>, want: Option<u16>) -> Option<u16> {
-        let slot = match want {
-            Some(w) if self.links.get(usize::from(w)).is_some_and(|l| !l.used) => w,
-            _ if self.ends.nfree > 0 => self.ends.free_first,
-            _ => return None,
+    /// An entry for a flow that has none (the caller checked with [`Index::find`]), held and
+    /// the most recent: a fresh one, or the idle one delivered longest ago (its flow leaves the
+    /// index). `None` when full (the caller evicts a held entry first).
+    pub(crate) fn insert(&mut self, hash: u32, key: &Key<T>) -> Option<u16> {
+        let slot = if usize::from(self.ends.fresh) < self.links.len() {
+            self.ends.fresh += 1;
+            self.ends.fresh - 1
+        } else if self.ends.idle.oldest != NIL {
+            let slot = self.ends.idle.oldest;
+            self.unlink(slot);
+            self.unbucket(slot);
+            slot
+        } else {
+            return None;
         };
-        self.unlink_free(slot);
         let s = usize::from(slot);
         let b = Self::bucket(hash, self.buckets.len());
         self.keys[s] = *key;
-        self.links[s] = Links {
-            hash,
-            chain: self.buckets[b],
-            older: self.ends.newest,
-            newer: NIL,
-            used: true,
-        };
+        self.links[s].hash = hash;
+        self.links[s].chain = self.buckets[b];
         self.buckets[b] = slot;
-        if self.ends.newest != NIL {
-            self.links[usize::from(self.ends.newest)].newer = slot;
-        } else {
-            self.ends.oldest = slot;
-        }
-        self.ends.newest = slot;
+        self.link_newest(slot, State::Held);
         Some(slot)
     }
 
-    /// Takes the free entry `slot` off the free list.
-    fn unlink_free(&mut self, slot: u16) {
-        let Links { older, newer, .. } = self.links[usize::from(slot)];
-        // `older` is the next to be taken after it, `newer` the one freed after it.
-        if newer != NIL {
-            self.links[usize::from(newer)].older = older;
-        } else {
-            self.ends.free_first = older;
+    /// Makes the idle entry `slot` held again, the most recent (its flow starts a segment).
+    #[inline]
+    pub(crate) fn activate(&mut self, slot: u16) {
+        if self.links[usize::from(slot)].state == State::Idle {
+            self.unlink(slot);
+            self.link_newest(slot, State::Held);
         }
-        if older != NIL {
-            self.links[usize::from(older)].newer = newer;
-        } else {
-            self.ends.free_last = newer;
-        }
-        self.ends.nfree -= 1;
     }
 
-    /// Marks `slot` as the most recently active.
+    /// Makes the held entry `slot` idle (its segment was delivered). Its key stays in the
+    /// index until the entry is reused.
+    #[inline]
+    pub(crate) fn park(&mut self, slot: u16) {
+        if self.links[usize::from(slot)].state == State::Held {
+            self.unlink(slot);
+            self.link_newest(slot, State::Idle);
+        }
+    }
+
+    /// Marks the held entry `slot` as the most recently active.
     #[inline]
     pub(crate) fn touch(&mut self, slot: u16) {
-        if self.ends.newest == slot {
+        if self.ends.held.newest == slot {
             return;
         }
-        self.unlink_lru(slot);
-        let s = usize::from(slot);
-        self.links[s].older = self.ends.newest;
-        self.links[s].newer = NIL;
-        if self.ends.newest != NIL {
-            self.links[usize::from(self.ends.newest)].newer = slot;
-        } else {
-            self.ends.oldest = slot;
-        }
-        self.ends.newest = slot;
+        self.unlink(slot);
+        self.link_newest(slot, State::Held);
     }
 
-    fn unlink_lru(&mut self, slot: u16) {
-        let Links { older, newer, .. } = self.links[usize::from(slot)];
+    /// The list an entry in `state` is on.
+    #[inline(always)]
+    fn list(&mut self, state: State) -> &mut List {
+        match state {
+            State::Idle => &mut self.ends.idle,
+            _ => &mut self.ends.held,
+        }
+    }
+
+    /// Takes `slot` off its list.
+    #[inline]
+    fn unlink(&mut self, slot: u16) {
+        let Links {
+            older,
+            newer,
+            state,
+            ..
+        } = self.links[usize::from(slot)];
         if older != NIL {
             self.links[usize::from(older)].newer = newer;
         } else {
-            self.ends.oldest = newer;
+            self.list(state).oldest = newer;
         }
         if newer != NIL {
             self.links[usize::from(newer)].older = older;
         } else {
-            self.ends.newest = older;
+            self.list(state).newest = older;
         }
     }
 
-    /// Frees `slot`. Its key stays readable ([`Index::key`]) until the slot is reused.
-    pub(crate) fn remove(&mut self, slot: u16) {
-        let s = usize::from(slot);
-        if !self.links[s].used {
-            return;
+    /// Puts `slot` at the newest end of the list of `state`.
+    #[inline]
+    fn link_newest(&mut self, slot: u16, state: State) {
+        let newest = self.list(state).newest;
+        let l = &mut self.links[usize::from(slot)];
+        l.older = newest;
+        l.newer = NIL;
+        l.state = state;
+        if newest != NIL {
+            self.links[usize::from(newest)].newer = slot;
+        } else {
+            self.list(state).oldest = slot;
         }
-        self.unlink_lru(slot);
+        self.list(state).newest = slot;
+    }
+
+    /// Takes `slot` out of its bucket's chain.
+    fn unbucket(&mut self, slot: u16) {
+        let s = usize::from(slot);
         let b = Self::bucket(self.links[s].hash, self.buckets.len());
         let mut cur = self.buckets[b];
         let mut prev = NIL;
@@ -226,44 +256,28 @@ impl<T: Copy + Eq> Index<'_, T> {
                 self.links[usize::from(prev)].chain = next;
             }
         }
-        // Last on the free list: taken after every entry freed before it.
-        self.links[s] = Links {
-            hash: 0,
-            chain: NIL,
-            older: NIL,
-            newer: self.ends.free_last,
-            used: false,
-        };
-        if self.ends.free_last != NIL {
-            self.links[usize::from(self.ends.free_last)].older = slot;
-        } else {
-            self.ends.free_first = slot;
-        }
-        self.ends.free_last = slot;
-        self.ends.nfree += 1;
+        self.links[s].chain = NIL;
     }
 
     /// Re-buckets every entry in use with `hash` (after the hash seed changed).
     pub(crate) fn rehash(&mut self, mut hash: impl FnMut(&Key<T>) -> u32) {
         self.buckets.fill(NIL);
-        for s in 0..self.links.len() {
-            if self.links[s].used {
-                let h = hash(&self.keys[s]);
-                let b = Self::bucket(h, self.buckets.len());
-                self.links[s].hash = h;
-                self.links[s].chain = self.buckets[b];
-                self.buckets[b] = s as u16;
-            }
+        for s in 0..usize::from(self.ends.fresh) {
+            let h = hash(&self.keys[s]);
+            let b = Self::bucket(h, self.buckets.len());
+            self.links[s].hash = h;
+            self.links[s].chain = self.buckets[b];
+            self.buckets[b] = s as u16;
         }
     }
 
-    /// The least recently active entry.
+    /// The least recently active held entry.
     #[inline]
     pub(crate) fn oldest(&self) -> Option<u16> {
-        (self.ends.oldest != NIL).then_some(self.ends.oldest)
+        (self.ends.held.oldest != NIL).then_some(self.ends.held.oldest)
     }
 
-    /// The entry after `slot` in LRU order (towards the newest).
+    /// The held entry after `slot` in LRU order (towards the newest).
     #[inline]
     pub(crate) fn newer(&self, slot: u16) -> Option<u16> {
         let n = self.links[usize::from(slot)].newer;
@@ -288,9 +302,9 @@ mod tests {
         fn new() -> Self {
             Self {
                 buckets: [NIL; N],
-                links: initial_links::<N>(),
+                links: [Links::FRESH; N],
                 keys: [Key::EMPTY; N],
-                ends: Ends::new(N),
+                ends: Ends::new(),
             }
         }
 
@@ -316,15 +330,12 @@ mod tests {
     fn colliding_hashes_keep_flows_apart() {
         let mut arrays = Arrays::<8>::new();
         let mut idx = arrays.index();
-        let a = idx.insert(7, &key(1), None).unwrap();
-        let b = idx.insert(7, &key(2), None).unwrap();
+        let a = idx.insert(7, &key(1)).unwrap();
+        let b = idx.insert(7, &key(2)).unwrap();
         assert_ne!(a, b);
         assert_eq!(idx.find(7, &key(1)), Some(a));
         assert_eq!(idx.find(7, &key(2)), Some(b));
         assert_eq!(idx.find(7, &key(3)), None);
-        idx.remove(a);
-        assert_eq!(idx.find(7, &key(1)), None);
-        assert_eq!(idx.find(7, &key(2)), Some(b));
         idx.rehash(|k| u32::from(k.flow.src_port()) << 20);
         assert_eq!(idx.find(2 << 20, &key(2)), Some(b));
         assert_eq!(idx.find(7, &key(2)), None);
@@ -334,13 +345,14 @@ mod tests {
     fn lru_order_follows_touches() {
         let mut arrays = Arrays::<4>::new();
         let mut idx = arrays.index();
-        let s: [u16; 4] = core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8), None).unwrap());
+        let s: [u16; 4] = core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8)).unwrap());
         assert!(idx.is_full());
-        assert_eq!(idx.insert(9, &key(9), None), None);
+        assert_eq!(idx.insert(9, &key(9)), None);
         assert_eq!(idx.oldest(), Some(s[0]));
         idx.touch(s[0]);
         assert_eq!(idx.oldest(), Some(s[1]));
-        idx.remove(s[1]);
+        idx.park(s[1]);
+        assert!(!idx.is_full());
         assert_eq!(idx.oldest(), Some(s[2]));
         assert_eq!(idx.newer(s[2]), Some(s[3]));
         assert_eq!(idx.newer(s[3]), Some(s[0]));
@@ -348,28 +360,25 @@ mod tests {
     }
 
     #[test]
-    fn free_entries_are_taken_oldest_freed_first_unless_one_is_wanted() {
+    fn idle_entries_stay_found_and_are_reused_oldest_first() {
         let mut arrays = Arrays::<4>::new();
         let mut idx = arrays.index();
-        let s: [u16; 4] =
-            core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8), None).unwrap());
+        let s: [u16; 4] = core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8)).unwrap());
         assert_eq!(s, [0, 1, 2, 3]);
-        idx.remove(s[2]);
-        idx.remove(s[0]);
-        idx.remove(s[3]);
-        // Wanted and free: taken out of the middle of the free list.
-        assert_eq!(idx.insert(5, &key(5), Some(s[0])), Some(s[0]));
-        // Wanted but in use: the one freed longest ago instead.
-        assert_eq!(idx.insert(6, &key(6), Some(s[1])), Some(s[2]));
-        assert_eq!(idx.insert(7, &key(7), None), Some(s[3]));
-        assert_eq!(idx.insert(8, &key(8), None), None);
-        assert_eq!(idx.find(5, &key(5)), Some(s[0]));
-        for slot in s {
-            idx.remove(slot);
-        }
-        // Freed in slot order, taken in slot order.
-        let again: [u16; 4] =
-            core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8), None).unwrap());
-        assert_eq!(again, s);
+        idx.park(s[2]);
+        idx.park(s[0]);
+        idx.park(s[3]);
+        // An idle flow is still found, and starts again in its own entry.
+        assert_eq!(idx.find(0, &key(0)), Some(s[0]));
+        idx.activate(s[0]);
+        assert_eq!(idx.oldest(), Some(s[1]));
+        assert_eq!(idx.newer(s[1]), Some(s[0]));
+        // A new flow takes the idle entry delivered longest ago; its old flow leaves.
+        assert_eq!(idx.insert(5, &key(5)), Some(s[2]));
+        assert_eq!(idx.find(2, &key(2)), None);
+        assert_eq!(idx.find(5, &key(5)), Some(s[2]));
+        assert_eq!(idx.insert(6, &key(6)), Some(s[3]));
+        assert_eq!(idx.insert(7, &key(7)), None);
+        assert!(idx.is_full());
     }
 }
