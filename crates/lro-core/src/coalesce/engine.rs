@@ -106,11 +106,20 @@ enum Pred {
         payload: u32,
         ip_end: u32,
     },
-    /// Anything else the rules decided (the facts are read again to carry it out).
+    /// Anything else the rules decided, and what carrying it out needs of the frame.
     Other {
         decision: Decision,
         held: Option<u16>,
+        read: Read,
     },
+}
+
+/// What header prediction read of a frame it does not append.
+struct Read {
+    facts: Fields,
+    sum: PayloadSum,
+    payload: u32,
+    ip_end: u32,
 }
 
 /// What appending a frame writes into its segment's state.
@@ -331,7 +340,9 @@ where
         meta: &RxMeta,
         sink: &mut K,
     ) -> Verdict {
-        let slot = self.store.candidates()[self.probe.index(frame.as_ref(), C::FLOWS * CANDIDATES_PER_FLOW)];
+        let slot = self.store.candidates()[self
+            .probe
+            .index(frame.as_ref(), C::FLOWS * CANDIDATES_PER_FLOW)];
         match self.predict::<LRO>(frame.as_ref(), meta, slot) {
             Pred::Append {
                 slot,
@@ -346,9 +357,11 @@ where
                     slot, frame, &appended, sum, payload, ip_end, meta.time, sink,
                 )
             }
-            Pred::Other { decision, held } => {
-                self.act_predicted(frame, meta, slot, decision, held, sink)
-            }
+            Pred::Other {
+                decision,
+                held,
+                read,
+            } => self.act_predicted(frame, meta, slot, decision, held, read, sink),
             Pred::Miss => self.push_general(frame, meta, sink),
         }
     }
@@ -441,7 +454,16 @@ where
                     ip_end: p.ip_end,
                 }
             }
-            decision => Pred::Other { decision, held },
+            decision => Pred::Other {
+                decision,
+                held,
+                read: Read {
+                    facts: Fields::of(&p.view),
+                    sum: p.sum,
+                    payload: p.payload,
+                    ip_end: p.ip_end,
+                },
+            },
         }
     }
 
@@ -466,8 +488,9 @@ where
     }
 
     /// Carries out a predicted frame's decision other than an append (`slot`: the entry whose
-    /// template matched, `held`: the flow's held segment), reading the frame's facts again.
+    /// template matched, `held`: the flow's held segment, `read`: what prediction read).
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)] // the frame and what prediction made of it
     fn act_predicted<K: Sink<F> + ?Sized>(
         &mut self,
         frame: F,
@@ -475,16 +498,15 @@ where
         slot: u16,
         decision: Decision,
         held: Option<u16>,
+        read: Read,
         sink: &mut K,
     ) -> Verdict {
-        let shape = self.store.flows()[usize::from(slot)].tpl.layout();
-        let Some((facts, sum, payload, ip_end)) = self
-            .read_predicted(frame.as_ref(), meta, slot, shape)
-            .map(|p| (Fields::of(&p.view), p.sum, p.payload, p.ip_end))
-        else {
-            // Unreachable: the same read succeeded a moment ago.
-            return self.push_general(frame, meta, sink);
-        };
+        let Read {
+            facts,
+            sum,
+            payload,
+            ip_end,
+        } = read;
         self.stats.predicted += 1;
         self.count_in(facts.payload_len, facts.outer.is_some());
         let e = &self.store.flows()[usize::from(slot)];
@@ -957,7 +979,9 @@ where
                 self.probe = self.probe.of(shape);
             }
             if self.probe.covers(shape) {
-                candidates[self.probe.index(frame.as_ref(), C::FLOWS * CANDIDATES_PER_FLOW)] = slot;
+                candidates[self
+                    .probe
+                    .index(frame.as_ref(), C::FLOWS * CANDIDATES_PER_FLOW)] = slot;
             }
         }
         frames[s * C::FRAMES] = Some(Held {

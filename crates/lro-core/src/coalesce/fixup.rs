@@ -172,8 +172,8 @@ fn fix_outer<E: Encap>(
         return;
     }
     // What follows the encapsulation header: its headers as rewritten, then the payload.
-    let after = payload_sum
-        .map(|s| csum::add_at_offset(csum::sum(&h[inner..payload]), s, payload - inner));
+    let after =
+        payload_sum.map(|s| csum::add_at_offset(csum::sum(&h[inner..payload]), s, payload - inner));
     if let Some(eh) = h.get_mut(encap..inner) {
         E::fix(
             eh,
@@ -203,7 +203,10 @@ fn ip_length(b: &mut [u8], l3: usize, v6: bool, end: usize) {
 /// Recomputes the header checksum of the IPv4 header at `l3` (options included).
 #[inline(always)]
 pub(crate) fn ipv4_checksum(b: &mut [u8], l3: usize) {
-    match b.get_mut(l3..).and_then(|h| h.first_chunk_mut::<{ ipv4::HEADER_LEN }>()) {
+    match b
+        .get_mut(l3..)
+        .and_then(|h| h.first_chunk_mut::<{ ipv4::HEADER_LEN }>())
+    {
         Some(h) if h[0] == ipv4::VER_IHL_PLAIN => {
             h[ipv4::field::CHECKSUM].fill(0);
             let c = csum::finish(csum::sum_header(h));

@@ -699,14 +699,40 @@ pub(crate) fn read<'a, E: Encap>(
 #[inline(always)]
 fn complete_ok(bytes: &[u8], meta: &RxMeta, e: &FlowState, total: u16, tcp_len: u32) -> Option<()> {
     let l = &e.layers;
-    let (l3, l4) = (usize::from(l.l3), usize::from(l.l4));
+    let l3 = usize::from(l.l3);
     let start = meta.link.header_len();
+    // The sum of what the NIC summed ahead of the TCP header.
+    let before = if l.outer.is_none() && !l.v6 && start <= l3 {
+        // A valid IPv4 header (the template's have no options) sums to -0, which adds
+        // nothing: what precedes the TCP header sums as the in-line tags before it.
+        let h = bytes.get(l3..)?.first_chunk::<{ ipv4::HEADER_LEN }>()?;
+        if !csum::is_zero(csum::sum_header(h)) {
+            return None;
+        }
+        if start < l3 {
+            csum::sum(bytes.get(start..l3)?)
+        } else {
+            0
+        }
+    } else {
+        complete_before(bytes, l, start, total)?
+    };
+    let l4_sum = csum::sub(total, before);
+    csum::is_zero(csum::add(l4_sum, e.pseudo.sum(tcp_len))).then_some(())
+}
+
+/// [`complete_ok`]'s sum of what precedes the TCP header for IPv6 and tunnels, with their IPv4
+/// header checksums and the encapsulation's checksum checked.
+#[inline(never)]
+fn complete_before(bytes: &[u8], l: &Layers, start: usize, total: u16) -> Option<u16> {
     let v4_ok = |at: usize| {
         bytes
             .get(at..at + ipv4::HEADER_LEN)
             .is_some_and(|h| csum::is_zero(csum::sum_header(h)))
     };
-    if (!l.v6 && !v4_ok(l3)) || l.outer.is_some_and(|o| !o.v6 && !v4_ok(usize::from(o.l3))) {
+    if (!l.v6 && !v4_ok(usize::from(l.l3)))
+        || l.outer.is_some_and(|o| !o.v6 && !v4_ok(usize::from(o.l3)))
+    {
         return None;
     }
     if let Some(o) = &l.outer {
@@ -717,8 +743,7 @@ fn complete_ok(bytes: &[u8], meta: &RxMeta, e: &FlowState, total: u16, tcp_len: 
             }
         }
     }
-    let l4_sum = csum::sub(total, csum::sum(bytes.get(start..l4)?));
-    csum::is_zero(csum::add(l4_sum, e.pseudo.sum(tcp_len))).then_some(())
+    Some(csum::sum(bytes.get(start..usize::from(l.l4))?))
 }
 
 /// The checks of a frame nobody verified, in software (Linux `skb_gro_checksum_validate`,
