@@ -9,9 +9,17 @@
 //! median is in `target/criterion/adversarial/*/new/estimates.json`). Refilling the frames'
 //! buffers (the engine rewrites headers in place) is not timed.
 //!
+//! The hash collisions come in three kinds. `v1_crafted`: flows that all shared one bucket
+//! under lro-core 0.1's unkeyed XOR-fold hash (their source address XORed with their port);
+//! under the seeded hash they are ordinary distinct flows. `known_seed`: flows found by
+//! searching ports whose hash under the *default* seed (`Config::DEFAULT_HASH_SEED`) lands in
+//! one bucket: what an attacker who knows the seed can still do, and why a production engine
+//! takes a secret one. `secret_seed`: the same flows against an engine with another seed.
+//!
 //! Run: `cargo bench --bench adversarial -- --noplot`
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use lro_core::flow::FlowHasher;
 use lro_core::rss::RssSorted;
 use lro_core::testing::{FrameSpec, IpSpec};
 use lro_core::{
@@ -119,14 +127,31 @@ fn distinct(k: usize) -> FrameSpec<'static> {
     FrameSpec::ipv4_tcp(1024 + k as u16, 5201)
 }
 
-/// Flows whose `FlowKey::hash` is identical (see tests/robustness.rs): one bucket chain.
-fn colliding(k: usize) -> FrameSpec<'static> {
+/// Flows whose hash was identical under lro-core 0.1's unkeyed XOR-fold: one bucket chain
+/// then, spread now.
+fn v1_crafted(k: usize) -> FrameSpec<'static> {
     let sport = 1024 + 8 * k as u16;
     let mut s = FrameSpec::ipv4_tcp(sport, 5201);
     if let IpSpec::V4(ip) = &mut s.ip {
         ip.src = (u32::from_be_bytes(ip.src) ^ u32::from(sport >> 3)).to_be_bytes();
     }
     s
+}
+
+/// `n` source ports whose flows (as [`distinct`] builds them) share one bucket of a 64-entry
+/// table under the default hash seed: a search over the port space, as an attacker knowing the
+/// seed would run it.
+fn known_seed_ports(n: usize) -> Vec<u16> {
+    let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
+    let key = |port: u16| {
+        let f = build(&FrameSpec::ipv4_tcp(port, 5201).payload(&PAYLOAD[..10]));
+        lro_core::parse::flow_key(&f, &RxMeta::ethernet(0)).expect("TCP")
+    };
+    let target = hasher.hash(&key(1024)) & 63;
+    (1024..=u16::MAX)
+        .filter(|&p| hasher.hash(&key(p)) & 63 == target)
+        .take(n)
+        .collect()
 }
 
 fn hash_collisions(c: &mut Criterion) {
@@ -139,10 +164,17 @@ fn hash_collisions(c: &mut Criterion) {
     );
     bench(
         c,
-        "colliding_key_hashes_64_flows",
-        &interleaved(64, 8, &colliding, None),
+        "v1_crafted_collisions_64_flows",
+        &interleaved(64, 8, &v1_crafted, None),
         make,
     );
+    let ports = known_seed_ports(64);
+    assert_eq!(ports.len(), 64, "enough colliding ports");
+    let attack = interleaved(64, 8, &|k| FrameSpec::ipv4_tcp(ports[k], 5201), None);
+    bench(c, "known_seed_collisions_64_flows", &attack, make);
+    bench(c, "secret_seed_same_flows_64_flows", &attack, || {
+        Engine::<Vec<u8>, Sizes<64, 64>>::new(Config::lro().with_hash_seed(0x0123_4567_89ab_cdef))
+    });
 }
 
 fn shared_rss(c: &mut Criterion) {
