@@ -103,11 +103,13 @@
 //!
 //! # Header prediction
 //! Van Jacobson's TCP fast path, applied to coalescing ([`Config::header_prediction`], on by
-//! default): a frame that repeats the headers of the segment the previous data frame started or
-//! joined, in every byte that must not change, is read at that segment's offsets without the
-//! parser and the flow lookup. It covers every common frame: tagged and untagged, IPv4 and IPv6,
-//! tunnelled, data and pure ACKs, checksums verified by the NIC, given as a full-frame sum, or
-//! checked in software.
+//! default): a cheap hash of a frame's addresses and ports names a candidate flow entry, and a
+//! frame that repeats that entry's head in every byte that must not change (a masked compare
+//! of whole 16-byte blocks) is read at the head's offsets without the parser and the flow
+//! lookup. A delivered flow keeps its entry, template included, until a new flow needs it, so
+//! its next segment starts on the fast path too. It covers every common frame: tagged and
+//! untagged, IPv4 and IPv6, tunnelled, data and pure ACKs, checksums verified by the NIC, given
+//! as a full-frame sum, or checked in software.
 //!
 //! # Memory
 //! The engine is one value sized at compile time by its [`Capacity`] ([`Sizes`]); see
