@@ -697,3 +697,21 @@ fn flushes_between_bursts_keep_everything() {
     let (rec, _, _) = go_ops(Config::gro(), &ins, &ops);
     assert_eq!(segments(&rec).len(), 3);
 }
+
+#[test]
+fn the_size_limit_counts_from_the_outer_header() {
+    // 45 frames of 1455 bytes: 20 + 32 + 45 * 1455 = 65527 bytes of inner datagram, within
+    // 65535; with the outer IPv4 header and GRE in front (24 bytes) 65551, over it. Linux
+    // `skb_gro_receive` limits the whole packet from its first header.
+    let mut f = Flow::new(GreSpec::ipv4());
+    let frames: Vec<Vec<u8>> = (0..46).map(|_| f.frame(1455, TCP_ACK)).collect();
+    let (rec, _, stats) = go(Config::gro(), &inputs(&f, &frames, Nic::Verified));
+    let segs = segments(&rec);
+    assert_eq!(segs[0].0.len(), 44, "{segs:?}");
+    assert_eq!(segs[0].1, Cause::Flushed(FlushReason::SizeLimit));
+    assert_eq!(stats.flushes[FlushReason::SizeLimit.index()], 1);
+    let Out::Seg { bytes, .. } = &rec.out[0] else {
+        panic!()
+    };
+    assert!(bytes.len() - 14 <= 65535);
+}
