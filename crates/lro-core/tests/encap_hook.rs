@@ -569,3 +569,43 @@ fn an_unreadable_inner_flow_flushes_its_tunnel_first() {
     assert_eq!(sink.out[1].0, frames[2]);
     assert_eq!(sink.out[2].1.frames, 2, "the other tunnel merged across it");
 }
+
+#[test]
+fn plain_segments_of_a_tunnel_engine_name_no_tunnel() {
+    // One plain flow and one tunnelled flow through the same engine: only the tunnelled
+    // segments say they came through a tunnel (`SegmentInfo::tunnel`), whether merged or
+    // passed alone.
+    let mut frames = run_of(Outer::default(), 2, 40000);
+    for i in 0..2u32 {
+        let payload = [i as u8; 100];
+        let spec = FrameSpec::ipv4_tcp(40001, 5201)
+            .seq(1 + 100 * i)
+            .flags(TCP_ACK)
+            .payload(&payload);
+        let mut b = vec![0u8; spec.len()];
+        spec.write(&mut b).unwrap();
+        frames.push(b);
+    }
+    let syn = FrameSpec::ipv4_tcp(40002, 5201).flags(lro_core::testing::TCP_SYN);
+    let mut b = vec![0u8; syn.len()];
+    syn.write(&mut b).unwrap();
+    frames.push(b);
+    let (sink, _, _) = run(Config::lro(), &frames, 1);
+    assert_eq!(sink.out.len(), 3);
+    let tunnels: Vec<Option<TunnelKey>> = sink.out.iter().map(|(_, i)| i.tunnel).collect();
+    assert!(
+        tunnels[2].is_none(),
+        "a plain frame passed alone: {:?}",
+        tunnels[2]
+    );
+    let (tunnelled, plain): (Vec<_>, Vec<_>) =
+        sink.out[..2].iter().partition(|(b, _)| b[23] == TOY);
+    assert_eq!(
+        tunnelled[0]
+            .1
+            .tunnel
+            .map(|t| t.outer_src_addr().to_string()),
+        Some("198.18.0.1".into())
+    );
+    assert_eq!(plain[0].1.tunnel, None, "a plain segment");
+}
