@@ -293,8 +293,9 @@ impl TunnelId {
     }
 }
 
-/// `gre`, then `csum` and `seq` for C and S, `key N` (`vsid N flow N` for NVGRE-style TEB),
-/// the inner protocol when not IPv4 and the version when not 0.
+/// `gre`, then `csum`, `seq` and `routing` for C, S and R, `key N` (with `vsid N flow N` for
+/// NVGRE-style TEB), `teb` or the protocol type when not IPv4 or IPv6, and the version when not
+/// 0.
 impl fmt::Display for TunnelId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let fl = self.flags_version;
@@ -314,8 +315,7 @@ impl fmt::Display for TunnelId {
             (None, _) => {}
         }
         match self.protocol {
-            Protocol::IPV4 => {}
-            Protocol::IPV6 => f.write_str(" ipv6")?,
+            Protocol::IPV4 | Protocol::IPV6 => {}
             Protocol::TEB => f.write_str(" teb")?,
             Protocol(p) => write!(f, " proto {p:#06x}")?,
         }
@@ -454,7 +454,7 @@ mod tests {
         assert_eq!(id(0, Protocol::IPV4, None).to_string(), "gre");
         assert_eq!(
             id(flags::C | flags::K, Protocol::IPV6, Some(3)).to_string(),
-            "gre csum key 3 ipv6"
+            "gre csum key 3"
         );
         assert_eq!(
             id(flags::K, Protocol::TEB, Some(0x1234_56ff)).to_string(),

@@ -619,6 +619,16 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
     assert_eq!(segs.len(), 2);
     assert_eq!(segs[0].0, vec![0, 2, 4, 6]);
     assert_eq!(segs[1].0, vec![1, 3, 5, 7]);
+    let tunnels: Vec<bool> = rec
+        .out
+        .iter()
+        .map(|o| matches!(o, Out::Seg { info, .. } if info.tunnel.is_some()))
+        .collect();
+    assert_eq!(
+        tunnels,
+        [true, false],
+        "only the tunnelled segment names a tunnel"
+    );
     assert_eq!(e.stats().tunnel.frames_in, 4);
     assert_eq!(e.stats().frames_in, 8);
     assert_eq!(e.stats().frames_merged, 6);
