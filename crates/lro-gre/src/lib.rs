@@ -214,19 +214,21 @@ impl Encap for Gre {
         Ok(header)
     }
 
-    /// Every byte but the checksum must be equal: the identity covers flags, protocol and key,
-    /// and this adds Reserved1, so that a coalesced segment re-segments into the original
-    /// headers.
+    /// Every byte but the checksum must be equal. The identity ([`TunnelId`]) already covers
+    /// the flags, protocol and key, and so the header's length and layout; what it leaves is
+    /// Reserved1 (with C), compared here so that a coalesced segment re-segments into the
+    /// original headers. (The sequence number and routing field never reach this: such frames
+    /// are never merged.) Called for every frame that joins a segment: two loads, no loop.
     #[inline]
     fn may_merge(held: &[u8], frame: &[u8]) -> bool {
-        if held.len() != frame.len() {
-            return false;
-        }
-        let c = field::CHECKSUM;
-        let checksummed = Header::new_unchecked(held).checksum_present();
-        match (held.get(..c.start), frame.get(..c.start)) {
-            (Some(a), Some(b)) if checksummed => a == b && held.get(c.end..) == frame.get(c.end..),
-            _ => held == frame,
+        let at = field::RESERVED1.start;
+        let c = held
+            .first()
+            .is_some_and(|f| u16::from(*f) << 8 & flags::C != 0);
+        if c {
+            (held.get(at), held.get(at + 1)) == (frame.get(at), frame.get(at + 1))
+        } else {
+            held.len() == frame.len()
         }
     }
 
