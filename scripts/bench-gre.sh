@@ -9,7 +9,7 @@
 #
 # CAPTURE: pcap or pcap.xz of Ethernet frames (default data/default.pcap.xz); RUNS alternating
 # runs (default 9), each the best of 20 rounds, at BURST (default 32), with trusted checksums
-# (`--csum trust`; pass `-- --csum verify` for software verification). Variants: the plain
+# (`--csum trust`; CSUM=verify in the environment for software verification). Variants: the plain
 # capture through the default build (engines that look through GRE), the plain capture through
 # a build without the `gre` feature (what GRE support costs plain traffic), and the capture in
 # GRE with K, with C+K, with K over outer IPv6, and as TEB (gretap). Prints per variant the
@@ -32,6 +32,7 @@ if [ ${#pos[@]} -gt 3 ]; then
 fi
 capture=${pos[0]:-data/default.pcap.xz}
 runs=${pos[1]:-9} burst=${pos[2]:-32}
+csum=${CSUM:-trust}
 [ -r "$capture" ] || { echo "$capture: cannot read" >&2; exit 2; }
 
 work=$(mktemp -d)
@@ -70,7 +71,7 @@ field() { sed -n "s/.*\"$1\":\([0-9.eE+-]*\).*/\1/p"; }
 
 for i in $(seq "$runs"); do
   for v in "${variants[@]}"; do
-    out=$("$(bin "$v")" bench "$(file "$v")" --burst "$burst" --rounds 20 --csum trust "${extra[@]}" --json)
+    out=$("$(bin "$v")" bench "$(file "$v")" --burst "$burst" --rounds 20 --csum "$csum" "${extra[@]}" --json)
     echo "$out" | field ns_per_frame_best >> "$work/$v"
     echo "$out" | field frames_out > "$work/$v.out"
     echo "$out" | field ratio > "$work/$v.ratio"
@@ -93,13 +94,13 @@ instructions() { # the engine's instructions per frame (burst_once: pushes and f
   local frames
   frames=$("$(bin "$1")" bench "$(file "$1")" --rounds 1 --json | field frames_in)
   valgrind --tool=callgrind --toggle-collect='*burst_once*' --callgrind-out-file="$work/cg.$1" \
-    "$(bin "$1")" bench "$(file "$1")" --burst "$burst" --rounds 1 --csum trust "${extra[@]}" \
+    "$(bin "$1")" bench "$(file "$1")" --burst "$burst" --rounds 1 --csum "$csum" "${extra[@]}" \
     >/dev/null 2>&1
   # one warm-up pass and one round
   awk -v n="$frames" '/^summary:/ { printf "%.0f", $2 / (2 * n) }' "$work/cg.$1"
 }
 
-echo "capture $capture, burst $burst, $runs alternating runs of 20 rounds, checksums trusted${extra[*]:+, extra: ${extra[*]}}"
+echo "capture $capture, burst $burst, $runs alternating runs of 20 rounds, checksums $csum${extra[*]:+, extra: ${extra[*]}}"
 read -r pmed _ < <(stat "$work/plain")
 pins=$(instructions plain)
 printf "%-52s %10s %7s %10s %8s %8s %8s %10s %8s\n" variant "frames out" ratio "median ns" "min ns" \
