@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Proves lro-core and drivers-myri's core (ring + simulated MAC, without the smoltcp/std
-# features) are no_std and allocation-free on the host target (no extra target needed): builds
+# Proves lro-core, lro-gre and drivers-myri's core (ring + simulated MAC, without the
+# smoltcp/std features) are no_std and allocation-free on the host target (no extra target needed): builds
 # a #![no_std] binary without a global allocator that drives the engine and the ring, runs it,
 # and checks that it imports no allocator symbol.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --manifest-path nostd-probe/Cargo.toml --target-dir target/nostd-probe
 bin=target/nostd-probe/release/nostd-probe
-"$bin" || { echo "nostd-probe: the engine (exit 1) or the drivers-myri ring (exit 2) did not behave as expected (exit $?)"; exit 1; }
+"$bin" || { echo "nostd-probe: the engine (exit 1), the drivers-myri ring (exit 2) or the GRE engine (exit 3) did not behave as expected (exit $?)"; exit 1; }
 imports=$(nm -D "$bin" | awk '$1 == "U" {print $2}')
 if echo "$imports" | grep -Eq '^(malloc|calloc|realloc|free|__rust_alloc|__rg_alloc)'; then
   echo "nostd-probe: allocator symbols linked:"; echo "$imports"; exit 1

@@ -8,6 +8,7 @@ use lro_core::{
 };
 
 use crate::capture::{Capture, FrameClass, Record};
+use crate::tunnel::Encap;
 
 /// Frames per flow (the engine's `S`): more than a 64 KB segment of 1500-byte frames needs.
 pub(crate) const FRAMES_PER_FLOW: usize = 64;
@@ -206,6 +207,7 @@ pub(crate) trait WithEngine {
 
 /// Builds the engine `args` ask for (table size, optional RSS-sorting wrapper) with `config`
 /// and runs `job` on it. The table size is a const generic: one instance per supported size.
+/// Every engine coalesces through [`Encap`] (GRE with the default `gre` feature).
 pub(crate) fn with_engine<W: WithEngine>(
     args: &EngineArgs,
     config: Config,
@@ -216,14 +218,14 @@ pub(crate) fn with_engine<W: WithEngine>(
             // The table is built at compile time (`Engine::new` is const), then configured:
             // a 1024-flow table is megabytes, too large to build on the stack.
             let mut inner = Box::new(
-                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>>::new(Config::lro()) },
+                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>, Encap>::new(Config::lro()) },
             );
             inner.set_config(config);
             let mut engine = Box::new(RssSorted::<_, W::Frame, RSS_QUEUE>::new(&mut *inner));
             job.run(&mut *engine)
         } else {
             let mut engine = Box::new(
-                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>>::new(Config::lro()) },
+                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>, Encap>::new(Config::lro()) },
             );
             engine.set_config(config);
             job.run(&mut *engine)

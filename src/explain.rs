@@ -6,13 +6,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use lro_core::FlowKey;
 use lro_core::{FlushReason, PassReason, SegmentInfo};
 use serde_json::json;
 
 use crate::engine::EngineArgs;
 use crate::replay::HoldArgs;
 use crate::report;
+use crate::tunnel::{self, FlowId};
 
 /// `lro explain` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -128,7 +128,7 @@ pub(crate) struct Point {
     /// Capture time at which it was delivered, in nanoseconds.
     pub(crate) t_ns: u64,
     /// Its flow (`None`: not TCP/IP).
-    pub(crate) flow: Option<FlowKey>,
+    pub(crate) flow: Option<FlowId>,
     /// Input frames it stands for: its frames and the pure ACKs it absorbed.
     pub(crate) frames: u32,
     /// Why it was delivered ([`cause_index`]).
@@ -138,17 +138,17 @@ pub(crate) struct Point {
 /// Per-flow counters, filled by the replay sink.
 #[derive(Debug, Default)]
 pub(crate) struct FlowTable {
-    rows: HashMap<FlowKey, FlowRow>,
+    rows: HashMap<FlowId, FlowRow>,
     /// Frames that are not TCP over IP (or whose headers could not be read).
     other: FlowRow,
     /// Every delivery, when drawing.
     pub(crate) points: Option<Vec<Point>>,
     /// Per flow, pure ACKs absorbed since its last delivery (drawing only).
-    absorbed: HashMap<Option<FlowKey>, u32>,
+    absorbed: HashMap<Option<FlowId>, u32>,
 }
 
 impl FlowTable {
-    fn row(&mut self, key: Option<FlowKey>) -> &mut FlowRow {
+    fn row(&mut self, key: Option<FlowId>) -> &mut FlowRow {
         match key {
             Some(k) => self.rows.entry(k).or_default(),
             None => &mut self.other,
@@ -165,16 +165,17 @@ impl FlowTable {
 
     /// A delivered segment or single frame, at capture time `now`.
     pub(crate) fn segment(&mut self, info: &SegmentInfo, now: u64) {
+        let flow = FlowId::of(info);
         if let Some(points) = &mut self.points {
-            let absorbed = self.absorbed.remove(&info.flow).unwrap_or(0);
+            let absorbed = self.absorbed.remove(&flow).unwrap_or(0);
             points.push(Point {
                 t_ns: now,
-                flow: info.flow,
+                flow,
                 frames: u32::from(info.frames) + absorbed,
                 cause: cause_index(info.cause),
             });
         }
-        let row = self.row(info.flow);
+        let row = self.row(flow);
         row.frames_in += u64::from(info.frames);
         row.segments += 1;
         if info.frames > 1 {
@@ -188,7 +189,7 @@ impl FlowTable {
     }
 
     /// A pure ACK absorbed into a newer one of `key`'s flow.
-    pub(crate) fn absorbed(&mut self, key: Option<FlowKey>) {
+    pub(crate) fn absorbed(&mut self, key: Option<FlowId>) {
         if self.points.is_some() {
             *self.absorbed.entry(key).or_default() += 1;
         }
@@ -215,8 +216,8 @@ impl FlowTable {
     /// Flows worst first: lowest aggregation ratio, then most frames; flows with fewer than
     /// `min_frames` frames after the others (worst first among themselves); the non-TCP row
     /// last.
-    pub(crate) fn sorted(&self, min_frames: u64) -> Vec<(Option<&FlowKey>, &FlowRow)> {
-        let mut v: Vec<(Option<&FlowKey>, &FlowRow)> =
+    pub(crate) fn sorted(&self, min_frames: u64) -> Vec<(Option<&FlowId>, &FlowRow)> {
+        let mut v: Vec<(Option<&FlowId>, &FlowRow)> =
             self.rows.iter().map(|(k, r)| (Some(k), r)).collect();
         v.sort_by(|a, b| {
             (a.1.frames_in < min_frames)
@@ -232,9 +233,10 @@ impl FlowTable {
     }
 }
 
-/// `src:port > dst:port` (with VLAN tags when present).
-pub(crate) fn flow_name(key: Option<&FlowKey>) -> String {
-    let Some(k) = key else {
+/// `src:port > dst:port` (with VLAN tags when present), and for a tunnelled flow its tunnel:
+/// `in gre key 42 198.18.0.1 > 198.18.0.2`.
+pub(crate) fn flow_name(key: Option<&FlowId>) -> String {
+    let Some(FlowId { key: k, tunnel: t }) = key else {
         return "(not TCP/IP)".to_string();
     };
     let end = |a: IpAddr, port: u16| match a {
@@ -248,6 +250,9 @@ pub(crate) fn flow_name(key: Option<&FlowKey>) -> String {
     );
     for tag in k.vlans().iter().flatten() {
         let _ = write!(s, " vlan {}", tag & 0x0fff);
+    }
+    if let Some(t) = t {
+        let _ = write!(s, " in {}", tunnel::name(t));
     }
     s
 }
@@ -276,7 +281,7 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
     let mut to_stdout = false;
     let mut plot_note = String::new();
     if let Some(path) = &args.plot {
-        let flows: Vec<(Option<FlowKey>, String)> = rows
+        let flows: Vec<(Option<FlowId>, String)> = rows
             .iter()
             .take(shown)
             .map(|(k, row)| {
@@ -324,6 +329,12 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
             .map(|(k, row)| {
                 json!({
                     "flow": flow_name(*k),
+                    "tunnel": k.and_then(|k| k.tunnel).map(|t| json!({
+                        "encap": tunnel::encap_name(&t),
+                        "outer_src": t.outer_src_addr().to_string(),
+                        "outer_dst": t.outer_dst_addr().to_string(),
+                        "key": tunnel::key(&t),
+                    })),
                     "frames_in": row.frames_in,
                     "frames_out": row.segments,
                     "coalesced": row.coalesced,
@@ -358,7 +369,7 @@ fn write_table(
     t: &mut String,
     args: &ExplainArgs,
     r: &crate::replay::Replayed,
-    rows: &[(Option<&FlowKey>, &FlowRow)],
+    rows: &[(Option<&FlowId>, &FlowRow)],
     shown: usize,
 ) {
     let s = &r.stats;
@@ -379,6 +390,9 @@ fn write_table(
         },
         rows.len()
     );
+    if let Some(line) = tunnel::summary(&s.tunnel) {
+        let _ = writeln!(t, "tunnelled ({}): {line}", tunnel::NAME);
+    }
     let name_w = rows
         .iter()
         .take(shown)

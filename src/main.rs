@@ -19,6 +19,7 @@ mod plot;
 mod progress;
 mod replay;
 mod report;
+mod tunnel;
 
 use std::process::ExitCode;
 

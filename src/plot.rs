@@ -9,8 +9,8 @@
 use std::io::Write as _;
 use std::path::Path;
 
+use crate::tunnel::FlowId;
 use anyhow::Result;
-use lro_core::FlowKey;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -33,7 +33,7 @@ pub(crate) struct Picture<'a> {
     /// The input's name.
     pub(crate) title: &'a str,
     /// The flows to draw, top to bottom, each with its panel's caption.
-    pub(crate) flows: &'a [(Option<FlowKey>, String)],
+    pub(crate) flows: &'a [(Option<FlowId>, String)],
     /// Every delivery of the replay.
     pub(crate) points: &'a [Point],
     /// The input file, never to be overwritten.

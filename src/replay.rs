@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use lro_core::FlowKey;
-use lro_core::{LinkKind, RxMeta, Segment, Sink, Stats};
+use lro_core::{LinkKind, Segment, Sink, Stats};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
@@ -16,6 +15,7 @@ use crate::engine::{drive, with_engine, EngineArgs, Frame, Output, Schedule, Wit
 use crate::explain::FlowTable;
 use crate::output::{OutFile, OutputError};
 use crate::report::{self, RunInfo};
+use crate::tunnel::FlowId;
 
 /// Snap length of the output pcap: room for a 64 KB segment and any link header.
 const OUT_SNAPLEN: u32 = 262_144;
@@ -78,7 +78,7 @@ struct PcapOut {
     reorder: Reorder,
     /// Per flow: the newest pure ACK absorbed since the flow's last delivery (arrival order
     /// places a merged ACK where its newest ACK arrived).
-    absorbed: HashMap<FlowKey, u64>,
+    absorbed: HashMap<FlowId, u64>,
     /// First write error; later frames are not written.
     error: Option<String>,
 }
@@ -250,7 +250,7 @@ impl Sink<Frame> for ReplaySink {
         let Some(head) = seg.frames().next() else {
             return;
         };
-        let absorbed = info.flow.and_then(|k| out.absorbed.remove(&k));
+        let absorbed = FlowId::of(info).and_then(|k| out.absorbed.remove(&k));
         let mut newest = head.index;
         for f in seg.frames() {
             out.reorder.mark(f.index);
@@ -278,9 +278,7 @@ impl Sink<Frame> for ReplaySink {
     fn release(&mut self, frame: Frame) {
         let wanted = self.flows.is_some() || self.out.is_some();
         let key = wanted
-            .then(|| {
-                lro_core::parse::flow_key(frame.as_ref(), &RxMeta::ethernet(0).with_link(self.link))
-            })
+            .then(|| FlowId::parse(frame.as_ref(), self.link))
             .flatten();
         if let Some(flows) = &mut self.flows {
             flows.absorbed(key);

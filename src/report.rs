@@ -48,7 +48,9 @@ pub(crate) fn pass_meaning(r: PassReason) -> &'static str {
         PassReason::BadIpChecksum => "wrong IPv4 header checksum",
         PassReason::BadTcpChecksum => "wrong TCP checksum",
         PassReason::BadEncapChecksum => "wrong checksum in the tunnel header (GRE)",
-        PassReason::Encap => "a tunnel header that is never merged (GRE sequence or routing flag)",
+        PassReason::Encap => {
+            "a tunnel header that is never merged (GRE sequence or routing flag, another version)"
+        }
         PassReason::Unverified => "checksum not verified: never merged",
         PassReason::Padding => "padding after the IP datagram that cannot be trimmed",
         PassReason::Control => "SYN, RST or URG: never merged",
@@ -222,6 +224,9 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
         "ACKs merged  {} pure ACKs absorbed: superseded by a newer ACK of their flow, so not delivered",
         s.acks_merged
     );
+    if let Some(line) = crate::tunnel::summary(&s.tunnel) {
+        let _ = writeln!(t, "tunnelled    {}: {line}", crate::tunnel::NAME);
+    }
     if s.absorbed != s.acks_merged {
         let _ = writeln!(t, "absorbed     {} frames in all", s.absorbed);
     }
@@ -306,6 +311,13 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "ratio": ratio(s.frames_in, out),
         "passed": counters(PassReason::ALL.iter().map(|r| r.name()), &s.passed),
         "flushes": counters(FlushReason::ALL.iter().map(|r| r.name()), &s.flushes),
+        "tunnel": {
+            "encap": crate::tunnel::NAME,
+            "frames_in": s.tunnel.frames_in,
+            "frames_merged": s.tunnel.frames_merged,
+            "acks_merged": s.tunnel.acks_merged,
+            "passed": counters(PassReason::ALL.iter().map(|r| r.name()), &s.tunnel.passed),
+        },
         "load_ms": info.load_time.as_secs_f64() * 1e3,
         "run_ms": info.run_time.as_secs_f64() * 1e3,
         "output": info.output,

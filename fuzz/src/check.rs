@@ -379,6 +379,25 @@ fn check_rewritten(
             (h.ttl, h.tos, h.df),
             "segment {ids:?}: frame {i} TTL/TOS/DF"
         );
+        if let (Some(to), Some(ho)) = (&t.outer, &h.outer) {
+            // Through a tunnel: the outer header follows the same rules, the GRE header
+            // may merge (version 0, only C and K) and is the head's but for its checksum.
+            assert_eq!(
+                (to.ttl, to.tos, to.df),
+                (ho.ttl, ho.tos, ho.df),
+                "segment {ids:?}: frame {i} outer TTL/TOS/DF"
+            );
+            let flags = t.id.tunnel.map_or(0, |x| x.flags);
+            assert!(
+                ids.len() == 1 || flags & !0xa000 == 0,
+                "segment {ids:?}: frame {i} GRE flags {flags:#x} merged"
+            );
+            assert_eq!(
+                gre_bytes(&f.bytes, t),
+                gre_bytes(&head.bytes, h),
+                "segment {ids:?}: frame {i} GRE header"
+            );
+        }
         assert_eq!(
             &f.bytes[t.l3 + if t.v6 { 40 } else { 20 }..t.l4],
             &head.bytes[h.l3 + if h.v6 { 40 } else { 20 }..h.l4],
@@ -479,8 +498,12 @@ fn check_rewritten(
         info.checksum, config.checksum_out,
         "segment {ids:?}: checksum state"
     );
-    let o = oracle::tcp_of(bytes, &head.meta)
-        .unwrap_or_else(|| panic!("segment {ids:?}: output does not parse"));
+    let o = if h.outer.is_some() {
+        oracle::tcp_of_gre(bytes, &head.meta)
+    } else {
+        oracle::tcp_of(bytes, &head.meta)
+    }
+    .unwrap_or_else(|| panic!("segment {ids:?}: output does not parse"));
     assert_eq!(o.id, h.id, "segment {ids:?}: output flow identity changed");
     assert_eq!(
         o.ip_end,
@@ -511,6 +534,10 @@ fn check_rewritten(
         oracle::ip_checksum_ok(bytes, &o),
         "segment {ids:?}: bad IPv4 header checksum"
     );
+    assert!(
+        oracle::tunnel_checksums_ok(bytes, &o),
+        "segment {ids:?}: bad outer IPv4 header checksum or GRE checksum"
+    );
     let field = u16::from_be_bytes([bytes[o.l4 + 16], bytes[o.l4 + 17]]);
     match info.checksum {
         OutChecksum::Full => assert!(
@@ -526,11 +553,38 @@ fn check_rewritten(
     }
     assert_eq!(o.seq, h.seq, "segment {ids:?}: sequence number");
     assert_eq!(o.flags, h.flags | or_flags, "segment {ids:?}: flags");
-    assert_eq!(
-        &bytes[..h.l3],
-        &head.bytes[..h.l3],
-        "segment {ids:?}: link header changed"
-    );
+    match (&h.outer, &o.outer) {
+        (Some(ho), Some(oo)) => {
+            assert_eq!(
+                &bytes[..ho.l3],
+                &head.bytes[..ho.l3],
+                "segment {ids:?}: link header changed"
+            );
+            assert_eq!(
+                (oo.l3, oo.gre, oo.gre_len, oo.ttl, oo.tos, oo.df, oo.ip_id),
+                (ho.l3, ho.gre, ho.gre_len, ho.ttl, ho.tos, ho.df, ho.ip_id),
+                "segment {ids:?}: outer IP header"
+            );
+            assert_eq!(
+                gre_bytes(bytes, &o),
+                gre_bytes(&head.bytes, h),
+                "segment {ids:?}: GRE header changed beyond its checksum"
+            );
+            // The inner link header (TEB) and the inner IP header's place.
+            let inner = ho.gre + ho.gre_len;
+            assert_eq!(
+                &bytes[inner..h.l3],
+                &head.bytes[inner..h.l3],
+                "segment {ids:?}: inner link header changed"
+            );
+        }
+        (None, None) => assert_eq!(
+            &bytes[..h.l3],
+            &head.bytes[..h.l3],
+            "segment {ids:?}: link header changed"
+        ),
+        _ => panic!("segment {ids:?}: the output's tunnel is not the head's"),
+    }
     assert_eq!(
         (o.ttl, o.tos, o.df, o.ip_id),
         (h.ttl, h.tos, h.df, h.ip_id),
@@ -562,4 +616,17 @@ fn check_rewritten(
             "Lro segment {ids:?}: ACK older than its last frame's"
         );
     }
+}
+
+/// A tunnelled frame's GRE header with the checksum field zeroed (every other byte must be
+/// equal in frames that merge, and in the segment the head's).
+fn gre_bytes(b: &[u8], t: &oracle::Tcp) -> Vec<u8> {
+    let Some(o) = &t.outer else {
+        return Vec::new();
+    };
+    let mut g = b[o.gre..o.gre + o.gre_len].to_vec();
+    if o.checksum_at(t).is_some() {
+        g[4..6].fill(0);
+    }
+    g
 }

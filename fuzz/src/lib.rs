@@ -1,8 +1,10 @@
 //! Shared code of the lro-core fuzz targets: a reference frame reader ([`oracle`]), the
-//! structured input of the coalescing targets ([`scenario`]) and the invariant checker
-//! ([`check`]). Every check panics with a description, which libFuzzer reports as a crash.
+//! structured input of the coalescing targets ([`scenario`]), the invariant checker
+//! ([`check`]) and the GRE target's wrapping ([`gre`]). Every check panics with a
+//! description, which libFuzzer reports as a crash.
 
 pub mod check;
+pub mod gre;
 pub mod oracle;
 pub mod scenario;
 

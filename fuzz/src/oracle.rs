@@ -31,6 +31,60 @@ pub struct Identity {
     pub sport: u16,
     /// Destination port.
     pub dport: u16,
+    /// The tunnel, for a frame read through GRE ([`classify_gre`]).
+    pub tunnel: Option<TunnelId>,
+}
+
+/// The tunnel part of a flow's identity (GRE, RFC 2784/2890): the outer IP version,
+/// addresses and flow label, the GRE flags-and-version word, protocol type and key, and for
+/// transparent Ethernet bridging the inner link header's addresses and tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TunnelId {
+    /// 4 or 6.
+    pub outer_version: u8,
+    /// Outer source address (IPv4 in the first four bytes).
+    pub outer_src: [u8; 16],
+    /// Outer destination address.
+    pub outer_dst: [u8; 16],
+    /// Outer IPv6 flow label.
+    pub outer_label: u32,
+    /// GRE flags and version.
+    pub flags: u16,
+    /// GRE protocol type.
+    pub protocol: u16,
+    /// GRE key (K).
+    pub key: Option<u32>,
+    /// TEB: the inner Ethernet header's MACs and its tag (TPID, TCI), zero otherwise.
+    pub inner_link: [u8; 16],
+}
+
+/// Where a tunnelled frame's outer layers are, and the outer IP header's facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outer {
+    /// Outer IP header offset.
+    pub l3: usize,
+    /// Outer IPv6?
+    pub v6: bool,
+    /// GRE header offset.
+    pub gre: usize,
+    /// GRE header length.
+    pub gre_len: usize,
+    /// Outer TTL / hop limit.
+    pub ttl: u8,
+    /// Outer TOS / traffic class.
+    pub tos: u8,
+    /// Outer DF.
+    pub df: bool,
+    /// Outer IPv4 ID.
+    pub ip_id: u16,
+}
+
+impl Outer {
+    /// The GRE checksum field's offset, when C is set.
+    pub fn checksum_at(&self, t: &Tcp) -> Option<usize> {
+        let c = t.id.tunnel.is_some_and(|x| x.flags & 0x8000 != 0);
+        c.then_some(self.gre + 4)
+    }
 }
 
 /// How the reference classifies a frame.
@@ -81,8 +135,10 @@ pub struct Tcp {
     pub df: bool,
     /// IPv4 ID.
     pub ip_id: u16,
-    /// IPv4 header longer than 20 bytes.
+    /// IPv4 header longer than 20 bytes (the inner or the outer one).
     pub ip_opts: bool,
+    /// The outer layers, for a frame read through GRE.
+    pub outer: Option<Outer>,
 }
 
 impl Tcp {
@@ -133,12 +189,27 @@ pub fn classify(b: &[u8], meta: &RxMeta) -> Class {
         label: 0,
         sport: 0,
         dport: 0,
+        tunnel: None,
     };
-    let l3 = match meta.link {
+    let l3 = match link_layer(b, meta, &mut id) {
+        Ok(l3) => l3,
+        Err(c) => return c,
+    };
+    match b.get(l3).map(|v| v >> 4) {
+        None => Class::Malformed,
+        Some(4) => ipv4(b, l3, id),
+        Some(6) => ipv6(b, l3, id),
+        Some(_) => Class::NotIp,
+    }
+}
+
+/// The link layer: the offset of the first IP header, with the link identity filled in.
+fn link_layer(b: &[u8], meta: &RxMeta, id: &mut Identity) -> Result<usize, Class> {
+    Ok(match meta.link {
         LinkKind::Ethernet => {
             id.link = 1;
             if b.len() < 14 {
-                return Class::Malformed;
+                return Err(Class::Malformed);
             }
             id.macs.copy_from_slice(&b[..12]);
             let mut at = 12;
@@ -147,10 +218,10 @@ pub fn classify(b: &[u8], meta: &RxMeta) -> Class {
                 let et = be16(b, at);
                 if et == 0x8100 || et == 0x88a8 {
                     if ntags == 2 {
-                        return Class::NotIp;
+                        return Err(Class::NotIp);
                     }
                     if b.len() < at + 2 + 4 {
-                        return Class::Malformed;
+                        return Err(Class::Malformed);
                     }
                     id.tags[ntags] = Some((et, be16(b, at + 2)));
                     ntags += 1;
@@ -160,12 +231,12 @@ pub fn classify(b: &[u8], meta: &RxMeta) -> Class {
                 let want = match et {
                     0x0800 => 4,
                     0x86dd => 6,
-                    _ => return Class::NotIp,
+                    _ => return Err(Class::NotIp),
                 };
                 // The version nibble must agree with the ethertype.
                 match b.get(at + 2) {
                     Some(v) if v >> 4 == want => {}
-                    _ => return Class::Malformed,
+                    _ => return Err(Class::Malformed),
                 }
                 break at + 2;
             }
@@ -175,27 +246,21 @@ pub fn classify(b: &[u8], meta: &RxMeta) -> Class {
             // RFC 4391 section 6: EtherType, 2 reserved bytes.
             id.link = 3;
             if b.len() < 4 {
-                return Class::Malformed;
+                return Err(Class::Malformed);
             }
             let want = match be16(b, 0) {
                 0x0800 => 4,
                 0x86dd => 6,
-                _ => return Class::NotIp,
+                _ => return Err(Class::NotIp),
             };
             match b.get(4) {
                 Some(v) if v >> 4 == want => {}
-                _ => return Class::Malformed,
+                _ => return Err(Class::Malformed),
             }
             4
         }
-        _ => return Class::NotIp,
-    };
-    match b.get(l3).map(|v| v >> 4) {
-        None => Class::Malformed,
-        Some(4) => ipv4(b, l3, id),
-        Some(6) => ipv6(b, l3, id),
-        Some(_) => Class::NotIp,
-    }
+        _ => return Err(Class::NotIp),
+    })
 }
 
 fn ipv4(b: &[u8], l3: usize, mut id: Identity) -> Class {
@@ -294,6 +359,7 @@ fn tcp(b: &[u8], l3: usize, l4: usize, ip_end: usize, mut id: Identity, v6: bool
         df: false,
         ip_id: 0,
         ip_opts: false,
+        outer: None,
     })
 }
 
@@ -362,9 +428,20 @@ pub fn tcp_checksum_ok(b: &[u8], t: &Tcp) -> bool {
     is_zero(add(pseudo(t, t.ip_end - t.l4), sum(&b[t.l4..t.ip_end])))
 }
 
-/// Both checksums right, for a frame the reference reads as TCP.
+/// Both checksums right, for a frame the reference reads as TCP; through a tunnel, also the
+/// outer IPv4 header checksum and the GRE checksum (C).
 pub fn checksums_ok(b: &[u8], t: Option<&Tcp>) -> bool {
-    t.is_some_and(|t| ip_checksum_ok(b, t) && tcp_checksum_ok(b, t))
+    t.is_some_and(|t| ip_checksum_ok(b, t) && tcp_checksum_ok(b, t) && tunnel_checksums_ok(b, t))
+}
+
+/// The outer IPv4 header checksum and the GRE checksum right (true without a tunnel).
+pub fn tunnel_checksums_ok(b: &[u8], t: &Tcp) -> bool {
+    let Some(o) = &t.outer else {
+        return true;
+    };
+    let outer_ok = o.v6 || is_zero(sum(&b[o.l3..o.l3 + usize::from(b[o.l3] & 15) * 4]));
+    let gre_ok = o.checksum_at(t).is_none() || is_zero(sum(&b[o.gre..t.ip_end]));
+    outer_ok && gre_ok
 }
 
 /// Rewrites the IPv4 header and TCP checksums so they are right.
@@ -377,6 +454,225 @@ pub fn fix_checksums(b: &mut [u8], t: &Tcp) {
     b[t.l4 + 16..t.l4 + 18].fill(0);
     let c = !add(pseudo(t, t.ip_end - t.l4), sum(&b[t.l4..t.ip_end]));
     b[t.l4 + 16..t.l4 + 18].copy_from_slice(&c.to_be_bytes());
+    if let Some(o) = &t.outer {
+        if let Some(at) = o.checksum_at(t) {
+            b[at..at + 2].fill(0);
+            let c = !sum(&b[o.gre..t.ip_end]);
+            b[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        }
+        if !o.v6 {
+            let hl = usize::from(b[o.l3] & 15) * 4;
+            b[o.l3 + 10..o.l3 + 12].fill(0);
+            let c = !sum(&b[o.l3..o.l3 + hl]);
+            b[o.l3 + 10..o.l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+    }
+}
+
+/// Reads a frame as [`classify`] does, and also through GRE (RFC 2784, RFC 2890): an outer
+/// IPv4/IPv6 header carrying protocol 47, a version-0 GRE header without routing (the
+/// checksum word with C, the key with K, the sequence number with S, in that order) carrying
+/// IPv4, IPv6 or an Ethernet frame with at most one tag (0x6558), whose IP datagram ends where
+/// the outer one does. Frames with S or other flag bits are read (their identity carries the
+/// flags: they must never merge); routing, another version or another protocol: not TCP.
+pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
+    let mut id = Identity {
+        link: 2,
+        stripped: meta.vlan_stripped,
+        macs: [0; 12],
+        tags: [None, None],
+        version: 0,
+        src: [0; 16],
+        dst: [0; 16],
+        label: 0,
+        sport: 0,
+        dport: 0,
+        tunnel: None,
+    };
+    let l3 = match link_layer(b, meta, &mut id) {
+        Ok(l3) => l3,
+        Err(c) => return c,
+    };
+    let mut tun = TunnelId {
+        outer_version: 0,
+        outer_src: [0; 16],
+        outer_dst: [0; 16],
+        outer_label: 0,
+        flags: 0,
+        protocol: 0,
+        key: None,
+        inner_link: [0; 16],
+    };
+    let mut outer = Outer {
+        l3,
+        v6: false,
+        gre: 0,
+        gre_len: 0,
+        ttl: 0,
+        tos: 0,
+        df: false,
+        ip_id: 0,
+    };
+    let mut outer_opts = false;
+    // The outer header, as `ipv4`/`ipv6` read it, up to its payload.
+    let end = match b.get(l3).map(|v| v >> 4) {
+        Some(4) => {
+            if b.len() < l3 + 20 {
+                return Class::Malformed;
+            }
+            let ihl = usize::from(b[l3] & 15) * 4;
+            let total = usize::from(be16(b, l3 + 2));
+            if ihl < 20 || total < ihl || l3 + total > b.len() {
+                return Class::Malformed;
+            }
+            if b[l3 + 9] != 47 {
+                return classify(b, meta);
+            }
+            let frag = be16(b, l3 + 6);
+            if frag & 0xbfff != 0 {
+                return Class::Fragment;
+            }
+            tun.outer_version = 4;
+            tun.outer_src[..4].copy_from_slice(&b[l3 + 12..l3 + 16]);
+            tun.outer_dst[..4].copy_from_slice(&b[l3 + 16..l3 + 20]);
+            outer.gre = l3 + ihl;
+            outer.ttl = b[l3 + 8];
+            outer.tos = b[l3 + 1];
+            outer.df = frag & 0x4000 != 0;
+            outer.ip_id = be16(b, l3 + 4);
+            outer_opts = ihl > 20;
+            l3 + total
+        }
+        Some(6) => {
+            if b.len() < l3 + 40 {
+                return Class::Malformed;
+            }
+            let plen = usize::from(be16(b, l3 + 4));
+            let end = l3 + 40 + plen;
+            if plen == 0 || end > b.len() {
+                return Class::Malformed;
+            }
+            let mut next = b[l3 + 6];
+            let mut at = l3 + 40;
+            let mut walked = 0;
+            while next != 47 {
+                match next {
+                    0 if walked == 0 => {}
+                    43 | 60 => {}
+                    6 | 44 => return classify(b, meta),
+                    _ => return Class::NotTcp,
+                }
+                if walked == 8 || at + 2 > end {
+                    return Class::Malformed;
+                }
+                next = b[at];
+                at += 8 * (usize::from(b[at + 1]) + 1);
+                walked += 1;
+                if at > end {
+                    return Class::Malformed;
+                }
+            }
+            tun.outer_version = 6;
+            tun.outer_src.copy_from_slice(&b[l3 + 8..l3 + 24]);
+            tun.outer_dst.copy_from_slice(&b[l3 + 24..l3 + 40]);
+            tun.outer_label = be32(b, l3) & 0xf_ffff;
+            outer.v6 = true;
+            outer.gre = at;
+            outer.ttl = b[l3 + 7];
+            outer.tos = ((be16(b, l3) >> 4) & 0xff) as u8;
+            end
+        }
+        None => return Class::Malformed,
+        Some(_) => return Class::NotIp,
+    };
+    // GRE.
+    let g = outer.gre;
+    if g + 4 > end {
+        return Class::Malformed;
+    }
+    let flags = be16(b, g);
+    if flags & 0x4007 != 0 {
+        // Routing or another version.
+        return Class::NotTcp;
+    }
+    let mut len = 4;
+    if flags & 0x8000 != 0 {
+        len += 4;
+    }
+    if flags & 0x2000 != 0 {
+        if g + len + 4 > end {
+            return Class::Malformed;
+        }
+        tun.key = Some(be32(b, g + len));
+        len += 4;
+    }
+    if flags & 0x1000 != 0 {
+        len += 4;
+    }
+    if g + len > end {
+        return Class::Malformed;
+    }
+    tun.flags = flags;
+    tun.protocol = be16(b, g + 2);
+    outer.gre_len = len;
+    let mut inner_l3 = g + len;
+    let want = match tun.protocol {
+        0x0800 => 4,
+        0x86dd => 6,
+        0x6558 => {
+            // An Ethernet frame with at most one tag.
+            if inner_l3 + 14 > end {
+                return Class::Malformed;
+            }
+            tun.inner_link[..12].copy_from_slice(&b[inner_l3..inner_l3 + 12]);
+            let mut et = be16(b, inner_l3 + 12);
+            inner_l3 += 14;
+            if et == 0x8100 || et == 0x88a8 {
+                if inner_l3 + 4 > end {
+                    return Class::Malformed;
+                }
+                tun.inner_link[12..14].copy_from_slice(&et.to_be_bytes());
+                tun.inner_link[14..16].copy_from_slice(&b[inner_l3..inner_l3 + 2]);
+                et = be16(b, inner_l3 + 2);
+                inner_l3 += 4;
+            }
+            match et {
+                0x0800 => 4,
+                0x86dd => 6,
+                _ => return Class::NotIp,
+            }
+        }
+        _ => return Class::NotTcp,
+    };
+    let inner = &b[..end];
+    if inner.get(inner_l3).map(|v| v >> 4) != Some(want) {
+        return Class::Malformed;
+    }
+    let c = if want == 4 {
+        ipv4(inner, inner_l3, id)
+    } else {
+        ipv6(inner, inner_l3, id)
+    };
+    match c {
+        Class::Tcp(mut t) => {
+            if t.ip_end != end {
+                return Class::Malformed;
+            }
+            t.id.tunnel = Some(tun);
+            t.ip_opts |= outer_opts;
+            t.outer = Some(outer);
+            Class::Tcp(t)
+        }
+        other => other,
+    }
+}
+
+/// The TCP view of a frame read through GRE when it is tunnelled, else as [`tcp_of`].
+pub fn tcp_of_gre(b: &[u8], meta: &RxMeta) -> Option<Tcp> {
+    match classify_gre(b, meta) {
+        Class::Tcp(t) => Some(*t),
+        _ => None,
+    }
 }
 
 /// The CHECKSUM_COMPLETE value a NIC reports: the sum from the end of the link header (14-byte

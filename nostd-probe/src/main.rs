@@ -3,8 +3,9 @@
 //! Built with `cargo build -p nostd-probe --profile nostd-check`: a `#![no_std]` binary with
 //! no `#[global_allocator]`, so any use of `alloc` in lro-core (or a dependency) fails the link
 //! with "no global memory allocator found". It also runs: it coalesces two segments and exits 0
-//! only when the engine merged them, and when drivers-myri's ring (descriptors and page-frag
-//! buffers on the stack, filled by its simulated MAC) fed the engine and got every buffer back.
+//! only when the engine merged them, when drivers-myri's ring (descriptors and page-frag
+//! buffers on the stack, filled by its simulated MAC) fed the engine and got every buffer back,
+//! and when lro-gre's engine merged two GRE-tunnelled segments.
 #![no_std]
 #![no_main]
 
@@ -82,11 +83,44 @@ pub extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
     if !(merged && engine.stats().is_conserved()) {
         return 1;
     }
-    if ring_probe() {
+    if !ring_probe() {
+        return 2;
+    }
+    if gre_probe() {
         0
     } else {
-        2
+        3
     }
+}
+
+/// lro-gre: two GRE frames (checksum and key) of one tunnelled flow merge, the segment's GRE
+/// checksum computed afresh, with no allocator.
+fn gre_probe() -> bool {
+    let mut bufs = [[0u8; 160]; 2];
+    let mut lens = [0usize; 2];
+    for (i, (buf, len)) in bufs.iter_mut().zip(&mut lens).enumerate() {
+        let mut inner = [0u8; 128];
+        let f = with_tcp_checksum(frame(&mut inner, 1 + 40 * i as u32, 1 + i as u16, 40));
+        let spec = lro_gre::testing::GreSpec::ipv4().checksum().key(7);
+        match spec.write(lro_gre::testing::InnerFrame::Ethernet(f), buf) {
+            Ok(n) => *len = n,
+            Err(_) => return false,
+        }
+    }
+    let [a, b] = &mut bufs;
+    let mut engine: lro_gre::GreEngine<&mut [u8], Sizes<4, 4>> =
+        lro_gre::GreEngine::new(Config::gro());
+    let mut sink = Count {
+        segments: 0,
+        bytes: 0,
+    };
+    let meta = RxMeta::ethernet(0);
+    engine.push(&mut a[..lens[0]], &meta, &mut sink);
+    engine.push(&mut b[..lens[1]], &meta, &mut sink);
+    engine.flush_all(&mut sink);
+    sink.segments == 1
+        && sink.bytes == 14 + 20 + 12 + 20 + 20 + 80
+        && engine.stats().tunnel.frames_merged == 1
 }
 
 /// Fills in the TCP checksum of a frame built by [`frame`].

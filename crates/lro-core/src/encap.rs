@@ -218,7 +218,8 @@ pub trait TunnelSlot: Copy + Eq + Default + core::fmt::Debug + 'static + sealed:
     const EMPTY: Self;
     /// Stores a tunnel identity (nothing for [`NoTunnel`]).
     fn from_key(key: &TunnelKey) -> Self;
-    /// The stored identity, if this slot stores one.
+    /// The stored identity, if this slot stores one (`None` for the empty slot of a flow that
+    /// came through no tunnel).
     fn key(&self) -> Option<&TunnelKey>;
     /// Words to mix into the flow-key hash: every bit of the identity.
     #[doc(hidden)]
@@ -266,7 +267,9 @@ impl TunnelSlot for TunnelKey {
 
     #[inline(always)]
     fn key(&self) -> Option<&TunnelKey> {
-        Some(self)
+        // The empty slot is a flow that came through no tunnel: a real key always carries the
+        // outer IP version in `outer_tags`.
+        (self.outer_tags != 0).then_some(self)
     }
 
     #[inline(always)]

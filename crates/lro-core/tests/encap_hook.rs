@@ -1,0 +1,611 @@
+//! The encapsulation hook (`lro_core::encap`) proven with a toy encapsulation, independently of
+//! any real tunnel protocol: it merges, keeps tunnels apart, passes the frames it forbids alone
+//! and in order, has its header fixed (length and checksum) at delivery, and software
+//! segmentation gives the original frames back.
+//!
+//! The toy: IP protocol 253 (RFC 3692, for experiments), an 8-byte header
+//!
+//! ```text
+//! 0..2 inner EtherType   2 flags (bit 0: never merge, bit 1: checksum)   3 reserved   4..8 key
+//! 8..10 checksum, 10..12 zero       (only with the checksum flag: a 12-byte header)
+//! ```
+//!
+//! whose checksum, like GRE's, covers the header and everything after it without a pseudo
+//! header. Frames are built here with `lro_core::testing::FrameSpec` for the inner packet and a
+//! few lines for the outer layers; output is read back with etherparse.
+#![cfg(feature = "test-utils")]
+
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use lro_core::encap::{Encap, EncapFix, EncapHeader, Inner, NoEncap, TunnelKey};
+use lro_core::gso;
+use lro_core::testing::{ones_complement_sum, FrameSpec, TCP_ACK, TCP_PSH};
+use lro_core::{
+    Cause, Config, Engine, FlushReason, PassReason, RxChecksum, RxMeta, Segment, SegmentInfo, Sink,
+    Sizes, Verdict,
+};
+
+const TOY: u8 = 253;
+const NO_MERGE: u8 = 1;
+const CHECKSUM: u8 = 2;
+
+struct Toy;
+
+impl Encap for Toy {
+    const IP_PROTOCOL: u8 = TOY;
+    const MAX_HEADER_LEN: usize = 12;
+    const NAME: &'static str = "toy";
+    type Tunnel = TunnelKey;
+
+    fn parse(b: &[u8]) -> Result<EncapHeader, PassReason> {
+        let h = b.get(..8).ok_or(PassReason::Malformed)?;
+        let inner = match u16::from_be_bytes([h[0], h[1]]) {
+            0x0800 => Inner::Ipv4,
+            0x86dd => Inner::Ipv6,
+            0x6558 => Inner::Ethernet,
+            _ => return Err(PassReason::NotTcp),
+        };
+        let len = if h[2] & CHECKSUM != 0 { 12 } else { 8 };
+        if b.len() < len {
+            return Err(PassReason::Malformed);
+        }
+        let key = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        // The never-merge flag is not part of the identity: such a frame belongs to the flow of
+        // its neighbours, whose held segment must go out before it.
+        let id = u64::from(h[2] & !NO_MERGE) << 32 | u64::from(key);
+        let mut header = EncapHeader::new(len, inner, id);
+        if h[2] & CHECKSUM != 0 {
+            header.checksum = Some(8);
+        }
+        if h[2] & NO_MERGE != 0 {
+            header.mergeable = Err(PassReason::Encap);
+        }
+        Ok(header)
+    }
+
+    /// The reserved byte must be equal (it is not part of the identity).
+    fn may_merge(held: &[u8], frame: &[u8]) -> bool {
+        held.get(3) == frame.get(3)
+    }
+
+    fn fix(header: &mut [u8], fix: &EncapFix) {
+        if header[2] & CHECKSUM == 0 {
+            return;
+        }
+        let Some(sum) = fix.payload_sum else { return };
+        header[8..10].fill(0);
+        let s = add(ones_complement_sum(header), sum);
+        header[8..10].copy_from_slice(&(!s).to_be_bytes());
+    }
+}
+
+fn add(a: u16, b: u16) -> u16 {
+    let s = u32::from(a) + u32::from(b);
+    ((s & 0xffff) + (s >> 16)) as u16
+}
+
+/// The outer layers of a toy-tunnelled frame.
+#[derive(Clone, Copy)]
+struct Outer {
+    src: [u8; 4],
+    dst: [u8; 4],
+    ttl: u8,
+    id: u16,
+    flags: u8,
+    reserved: u8,
+    key: u32,
+    corrupt: bool,
+}
+
+impl Default for Outer {
+    fn default() -> Self {
+        Outer {
+            src: [198, 18, 0, 1],
+            dst: [198, 18, 0, 2],
+            ttl: 64,
+            id: 100,
+            flags: 0,
+            reserved: 0,
+            key: 7,
+            corrupt: false,
+        }
+    }
+}
+
+/// Ethernet / IPv4 (protocol 253) / toy header / the inner IP datagram of `inner`.
+fn tunnelled(outer: Outer, inner: &FrameSpec<'_>) -> Vec<u8> {
+    let spec = inner.raw_ip();
+    let mut datagram = vec![0u8; spec.len()];
+    spec.write(&mut datagram).unwrap();
+    let hlen = if outer.flags & CHECKSUM != 0 { 12 } else { 8 };
+    let mut f = vec![0u8; 14 + 20 + hlen];
+    f[0..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let total = (20 + hlen + datagram.len()) as u16;
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f[18..20].copy_from_slice(&outer.id.to_be_bytes());
+    f[20] = 0x40; // DF
+    f[22] = outer.ttl;
+    f[23] = TOY;
+    f[26..30].copy_from_slice(&outer.src);
+    f[30..34].copy_from_slice(&outer.dst);
+    let c = !ones_complement_sum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let et: u16 = if datagram[0] >> 4 == 6 {
+        0x86dd
+    } else {
+        0x0800
+    };
+    f[34..36].copy_from_slice(&et.to_be_bytes());
+    f[36] = outer.flags;
+    f[37] = outer.reserved;
+    f[38..42].copy_from_slice(&outer.key.to_be_bytes());
+    f.extend_from_slice(&datagram);
+    if outer.flags & CHECKSUM != 0 {
+        let mut c = !ones_complement_sum(&f[34..]);
+        if outer.corrupt {
+            c ^= 0x0101;
+        }
+        f[42..44].copy_from_slice(&c.to_be_bytes());
+    }
+    f
+}
+
+/// `n` consecutive data frames of one inner flow (1000 bytes each, distinct payload bytes),
+/// outer and inner IPv4 IDs incrementing.
+fn run_of(outer: Outer, n: usize, port: u16) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let payload: Vec<u8> = (0..1000).map(|k| (k * 7 + i * 13) as u8).collect();
+            let mut spec = FrameSpec::ipv4_tcp(port, 5201)
+                .seq(1 + 1000 * i as u32)
+                .ack(9)
+                .flags(TCP_ACK)
+                .timestamps(100, 50)
+                .payload(&payload);
+            if let lro_core::testing::IpSpec::V4(v4) = &mut spec.ip {
+                v4.id = 500 + i as u16;
+            }
+            tunnelled(
+                Outer {
+                    id: outer.id + i as u16,
+                    ..outer
+                },
+                &spec,
+            )
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Collect {
+    out: Vec<(Vec<u8>, SegmentInfo)>,
+}
+
+impl Sink<Vec<u8>> for Collect {
+    fn segment(&mut self, seg: Segment<'_, Vec<u8>>) {
+        let mut b = vec![0; seg.len()];
+        seg.copy_to(&mut b).unwrap();
+        self.out.push((b, *seg.info()));
+    }
+}
+
+type ToyEngine = Engine<Vec<u8>, Sizes<16, 64>, Toy>;
+
+fn meta(frame: &[u8], csum: u8) -> RxMeta {
+    let m = RxMeta::ethernet(0);
+    match csum {
+        0 => m,
+        1 => m.with_checksum(RxChecksum::Verified),
+        _ => m.with_checksum(RxChecksum::Complete(ones_complement_sum(&frame[14..]))),
+    }
+}
+
+fn run(config: Config, frames: &[Vec<u8>], csum: u8) -> (Collect, lro_core::Stats, Vec<Verdict>) {
+    let mut e: Box<ToyEngine> = Box::new(Engine::new(config));
+    let mut sink = Collect::default();
+    let verdicts = frames
+        .iter()
+        .map(|f| e.push(f.clone(), &meta(f, csum), &mut sink))
+        .collect();
+    e.flush_all(&mut sink);
+    assert!(e.stats().is_conserved());
+    assert_eq!(e.held_frames(), 0);
+    (sink, e.stats().clone(), verdicts)
+}
+
+/// Reads a delivered toy frame: the outer IPv4 header and toy checksum right, the inner IPv4
+/// and TCP checksums right; returns the TCP payload.
+fn check_valid(b: &[u8]) -> Vec<u8> {
+    let outer = SlicedPacket::from_ethernet(b).unwrap();
+    let Some(NetSlice::Ipv4(o)) = outer.net else {
+        panic!("outer not IPv4")
+    };
+    let oh = o.header().to_header();
+    assert_eq!(
+        oh.header_checksum,
+        oh.calc_header_checksum(),
+        "outer checksum"
+    );
+    assert_eq!(usize::from(oh.total_len), b.len() - 14, "outer length");
+    let toy = o.payload().payload;
+    let hlen = if toy[2] & CHECKSUM != 0 { 12 } else { 8 };
+    if hlen == 12 {
+        let s = ones_complement_sum(toy);
+        assert!(s == 0xffff || s == 0, "toy checksum");
+    }
+    let inner = SlicedPacket::from_ip(&toy[hlen..]).unwrap();
+    let Some(NetSlice::Ipv4(i)) = inner.net else {
+        panic!("inner not IPv4")
+    };
+    let ih = i.header().to_header();
+    assert_eq!(
+        ih.header_checksum,
+        ih.calc_header_checksum(),
+        "inner checksum"
+    );
+    assert_eq!(usize::from(ih.total_len), toy.len() - hlen, "inner length");
+    let Some(TransportSlice::Tcp(t)) = inner.transport else {
+        panic!("not TCP")
+    };
+    let sum = t.to_header().calc_checksum_ipv4(&ih, t.payload()).unwrap();
+    assert_eq!(t.checksum(), sum, "TCP checksum");
+    t.payload().to_vec()
+}
+
+fn payloads(frames: &[Vec<u8>]) -> Vec<u8> {
+    frames.iter().flat_map(|f| check_valid(f)).collect()
+}
+
+#[test]
+fn merges_through_the_toy_under_every_checksum_state() {
+    for flags in [0, CHECKSUM] {
+        let frames = run_of(
+            Outer {
+                flags,
+                ..Outer::default()
+            },
+            5,
+            40000,
+        );
+        for csum in 0..3 {
+            for config in [Config::gro(), Config::lro()] {
+                let (sink, stats, verdicts) = run(config, &frames, csum);
+                assert_eq!(sink.out.len(), 1, "flags {flags} csum {csum}: {verdicts:?}");
+                let (b, info) = &sink.out[0];
+                assert_eq!(info.frames, 5);
+                assert_eq!(
+                    info.tunnel.map(|t| t.encap_id),
+                    Some(u64::from(flags) << 32 | 7)
+                );
+                assert_eq!(check_valid(b), payloads(&frames));
+                assert_eq!(stats.tunnel.frames_in, 5);
+                assert_eq!(stats.tunnel.frames_merged, 4);
+                // The link header is the head's; the outer addresses and key unchanged.
+                assert_eq!(b[..14], frames[0][..14]);
+                assert_eq!(b[26..34], frames[0][26..34]);
+                assert_eq!(b[38..42], frames[0][38..42]);
+            }
+        }
+    }
+}
+
+#[test]
+fn keeps_tunnels_apart() {
+    // The same inner flow in four tunnels: other key, other outer source, other outer
+    // destination, other flags (checksum on), interleaved frame by frame.
+    let base = Outer::default();
+    let tunnels = [
+        base,
+        Outer { key: 8, ..base },
+        Outer {
+            src: [198, 18, 0, 3],
+            ..base
+        },
+        Outer {
+            dst: [198, 18, 0, 4],
+            ..base
+        },
+        Outer {
+            flags: CHECKSUM,
+            ..base
+        },
+    ];
+    let runs: Vec<Vec<Vec<u8>>> = tunnels.iter().map(|t| run_of(*t, 4, 40000)).collect();
+    let mut frames = Vec::new();
+    for i in 0..4 {
+        for r in &runs {
+            frames.push(r[i].clone());
+        }
+    }
+    let (sink, stats, _) = run(Config::gro(), &frames, 0);
+    assert_eq!(sink.out.len(), tunnels.len(), "one segment per tunnel");
+    for (r, (b, info)) in runs.iter().zip(&sink.out) {
+        assert_eq!(info.frames, 4);
+        assert_eq!(check_valid(b), payloads(r));
+        assert_eq!(b[26..34], r[0][26..34], "outer addresses of its tunnel");
+    }
+    assert_eq!(stats.frames_merged, 3 * tunnels.len() as u64);
+
+    // A plain engine does not look into the toy: every frame passes alone, not TCP.
+    let mut plain: Box<Engine<Vec<u8>, Sizes<16, 64>, NoEncap>> =
+        Box::new(Engine::new(Config::gro()));
+    let mut sink = Collect::default();
+    for f in &runs[0] {
+        let v = plain.push(f.clone(), &RxMeta::ethernet(0), &mut sink);
+        assert_eq!(v, Verdict::Passed(PassReason::NotTcp));
+    }
+    assert_eq!(plain.stats().tunnel.frames_in, 0);
+}
+
+#[test]
+fn may_merge_and_the_outer_header_rules_split_segments() {
+    // Reserved byte changes at the third frame: the hook says no.
+    let mut frames = run_of(Outer::default(), 4, 40000);
+    let later = run_of(
+        Outer {
+            reserved: 1,
+            ..Outer::default()
+        },
+        4,
+        40000,
+    );
+    frames[2] = later[2].clone();
+    frames[3] = later[3].clone();
+    let (sink, stats, _) = run(Config::gro(), &frames, 0);
+    assert_eq!(sink.out.len(), 2);
+    assert_eq!(stats.flushes[FlushReason::Encap.index()], 1);
+    assert_eq!(sink.out[0].1.cause, Cause::Flushed(FlushReason::Encap));
+
+    // The outer TTL changes: the outer header follows the plain rules.
+    let mut frames = run_of(Outer::default(), 4, 40000);
+    frames[2] = run_of(
+        Outer {
+            ttl: 63,
+            ..Outer::default()
+        },
+        4,
+        40000,
+    )[2]
+    .clone();
+    let (sink, stats, _) = run(Config::gro(), &frames, 0);
+    assert_eq!(sink.out.len(), 3);
+    assert_eq!(stats.flushes[FlushReason::IpFields.index()], 2);
+
+    // Outer IDs neither incrementing nor fixed (Gro).
+    let mut frames = run_of(Outer::default(), 3, 40000);
+    frames[2] = run_of(
+        Outer {
+            id: 900,
+            ..Outer::default()
+        },
+        3,
+        40000,
+    )[2]
+    .clone();
+    let (sink, stats, _) = run(Config::gro(), &frames, 0);
+    assert_eq!(sink.out.len(), 2);
+    assert_eq!(stats.flushes[FlushReason::IpId.index()], 1);
+}
+
+#[test]
+fn forbidden_frames_pass_alone_in_order() {
+    let ok = run_of(Outer::default(), 4, 40000);
+    let never = run_of(
+        Outer {
+            flags: NO_MERGE,
+            ..Outer::default()
+        },
+        4,
+        40000,
+    );
+    // Two mergeable frames, a forbidden one (its flow's next bytes), then the rest.
+    let frames = vec![
+        ok[0].clone(),
+        ok[1].clone(),
+        never[2].clone(),
+        ok[3].clone(),
+    ];
+    let (sink, stats, verdicts) = run(Config::lro(), &frames, 0);
+    assert_eq!(verdicts[2], Verdict::Passed(PassReason::Encap));
+    assert_eq!(stats.tunnel.passed[PassReason::Encap.index()], 1);
+    assert_eq!(stats.passed[PassReason::Encap.index()], 1);
+    // The held segment went first, then the forbidden frame as it came.
+    assert_eq!(sink.out.len(), 3);
+    assert_eq!(sink.out[0].1.frames, 2);
+    assert_eq!(
+        sink.out[0].1.cause,
+        Cause::Flushed(FlushReason::Unmergeable)
+    );
+    assert_eq!(sink.out[1].0, frames[2]);
+    assert_eq!(sink.out[1].1.cause, Cause::Passed(PassReason::Encap));
+    // Order is kept: payloads come out as they went in.
+    let out: Vec<Vec<u8>> = sink.out.iter().map(|o| o.0.clone()).collect();
+    assert_eq!(payloads(&out), payloads(&frames));
+
+    // A toy in a toy: never merged either.
+    let inner = FrameSpec::ipv4_tcp(1, 2).flags(TCP_ACK).payload(&[1; 10]);
+    let once = tunnelled(Outer::default(), &inner);
+    let mut raw = once[14..].to_vec();
+    raw[9] = TOY; // the inner datagram says "toy" again
+    let mut nested = once[..14 + 20 + 8].to_vec();
+    nested.extend_from_slice(&raw);
+    let total = (nested.len() - 14) as u16;
+    nested[16..18].copy_from_slice(&total.to_be_bytes());
+    nested[24..26].fill(0);
+    let c = !ones_complement_sum(&nested[14..34]);
+    nested[24..26].copy_from_slice(&c.to_be_bytes());
+    let (_, stats, verdicts) = run(Config::lro(), &[nested], 1);
+    assert_eq!(verdicts[0], Verdict::Passed(PassReason::Encap), "{stats:?}");
+}
+
+#[test]
+fn a_bad_toy_checksum_is_never_merged() {
+    let good = run_of(
+        Outer {
+            flags: CHECKSUM,
+            ..Outer::default()
+        },
+        4,
+        40000,
+    );
+    let bad = run_of(
+        Outer {
+            flags: CHECKSUM,
+            corrupt: true,
+            ..Outer::default()
+        },
+        4,
+        40000,
+    );
+    let frames = vec![
+        good[0].clone(),
+        good[1].clone(),
+        bad[2].clone(),
+        good[3].clone(),
+    ];
+    // Software and CHECKSUM_COMPLETE: caught; the NIC's Verified: trusted.
+    for csum in [0, 2] {
+        let (sink, stats, verdicts) = run(Config::gro(), &frames, csum);
+        assert_eq!(
+            verdicts[2],
+            Verdict::Passed(PassReason::BadEncapChecksum),
+            "csum {csum}"
+        );
+        assert_eq!(stats.tunnel.passed[PassReason::BadEncapChecksum.index()], 1);
+        assert_eq!(sink.out.len(), 3);
+        assert_eq!(sink.out[1].0, frames[2], "passed as received");
+    }
+    let (sink, _, verdicts) = run(Config::gro(), &frames, 1);
+    assert_eq!(verdicts[2], Verdict::Merged);
+    assert_eq!(sink.out.len(), 1);
+    // The merged segment's checksum is computed afresh: right, whatever the frame carried.
+    check_valid(&sink.out[0].0);
+}
+
+#[test]
+fn resegments_back_to_the_original_frames() {
+    for flags in [0, CHECKSUM] {
+        let mut frames = run_of(
+            Outer {
+                flags,
+                ..Outer::default()
+            },
+            6,
+            40000,
+        );
+        // A short last frame with PSH.
+        let payload: Vec<u8> = (0..300).map(|k| k as u8).collect();
+        let mut spec = FrameSpec::ipv4_tcp(40000, 5201)
+            .seq(6001)
+            .ack(9)
+            .flags(TCP_ACK | TCP_PSH)
+            .timestamps(100, 50)
+            .payload(&payload);
+        if let lro_core::testing::IpSpec::V4(v4) = &mut spec.ip {
+            v4.id = 506;
+        }
+        frames.push(tunnelled(
+            Outer {
+                flags,
+                id: 106,
+                ..Outer::default()
+            },
+            &spec,
+        ));
+        let (sink, _, _) = run(Config::gro(), &frames, 0);
+        assert_eq!(sink.out.len(), 1);
+        let (b, info) = &sink.out[0];
+        let mut back = Vec::new();
+        let mut buf = vec![0u8; 2048];
+        let n = gso::resegment_with::<Toy>(
+            b,
+            &RxMeta::ethernet(0),
+            info.gso_size,
+            (info.fixed_id, info.fixed_outer_id),
+            &mut buf,
+            |f| back.push(f.to_vec()),
+        )
+        .unwrap();
+        assert_eq!(n, frames.len());
+        assert_eq!(back, frames, "flags {flags}: byte for byte");
+    }
+}
+
+#[test]
+fn an_unreadable_inner_flow_flushes_its_tunnel_first() {
+    // Two frames held, then a frame of the same tunnel whose inner TCP header is cut short:
+    // its flow cannot be known, so the tunnel's held segments go first.
+    let ok = run_of(Outer::default(), 2, 40000);
+    let other_tunnel = run_of(
+        Outer {
+            src: [198, 18, 0, 9],
+            ..Outer::default()
+        },
+        2,
+        40000,
+    );
+    let mut cut = ok[1].clone();
+    cut.truncate(14 + 20 + 8 + 20 + 10);
+    let total = (cut.len() - 14) as u16;
+    cut[16..18].copy_from_slice(&total.to_be_bytes());
+    cut[24..26].fill(0);
+    let c = !ones_complement_sum(&cut[14..34]);
+    cut[24..26].copy_from_slice(&c.to_be_bytes());
+    let inner_total = (cut.len() - 42) as u16;
+    cut[44..46].copy_from_slice(&inner_total.to_be_bytes());
+    let frames = vec![
+        ok[0].clone(),
+        other_tunnel[0].clone(),
+        cut,
+        other_tunnel[1].clone(),
+    ];
+    let (sink, stats, verdicts) = run(Config::lro(), &frames, 1);
+    assert_eq!(verdicts[2], Verdict::Passed(PassReason::Malformed));
+    assert_eq!(stats.tunnel.passed[PassReason::Malformed.index()], 1);
+    // The first tunnel's segment went out before the cut frame; the other tunnel kept holding.
+    assert_eq!(sink.out[0].1.cause, Cause::Flushed(FlushReason::Unknown));
+    assert_eq!(sink.out[0].0[26..30], [198, 18, 0, 1]);
+    assert_eq!(sink.out[1].0, frames[2]);
+    assert_eq!(sink.out[2].1.frames, 2, "the other tunnel merged across it");
+}
+
+#[test]
+fn plain_segments_of_a_tunnel_engine_name_no_tunnel() {
+    // One plain flow and one tunnelled flow through the same engine: only the tunnelled
+    // segments say they came through a tunnel (`SegmentInfo::tunnel`), whether merged or
+    // passed alone.
+    let mut frames = run_of(Outer::default(), 2, 40000);
+    for i in 0..2u32 {
+        let payload = [i as u8; 100];
+        let spec = FrameSpec::ipv4_tcp(40001, 5201)
+            .seq(1 + 100 * i)
+            .flags(TCP_ACK)
+            .payload(&payload);
+        let mut b = vec![0u8; spec.len()];
+        spec.write(&mut b).unwrap();
+        frames.push(b);
+    }
+    let syn = FrameSpec::ipv4_tcp(40002, 5201).flags(lro_core::testing::TCP_SYN);
+    let mut b = vec![0u8; syn.len()];
+    syn.write(&mut b).unwrap();
+    frames.push(b);
+    let (sink, _, _) = run(Config::lro(), &frames, 1);
+    assert_eq!(sink.out.len(), 3);
+    let tunnels: Vec<Option<TunnelKey>> = sink.out.iter().map(|(_, i)| i.tunnel).collect();
+    assert!(
+        tunnels[2].is_none(),
+        "a plain frame passed alone: {:?}",
+        tunnels[2]
+    );
+    let (tunnelled, plain): (Vec<_>, Vec<_>) =
+        sink.out[..2].iter().partition(|(b, _)| b[23] == TOY);
+    assert_eq!(
+        tunnelled[0]
+            .1
+            .tunnel
+            .map(|t| t.outer_src_addr().to_string()),
+        Some("198.18.0.1".into())
+    );
+    assert_eq!(plain[0].1.tunnel, None, "a plain segment");
+}

@@ -1,0 +1,727 @@
+//! The GRE rules on built frames, one behaviour per test: what merges (every flag combination,
+//! outer IPv4/IPv6, VLAN tags, raw IP, TEB and NVGRE), what never merges (S, routing, other
+//! bits and versions), the key read at its RFC 2890 place, the GRE checksum validated from
+//! software, CHECKSUM_COMPLETE and trusted when verified, the outer header rules, pure-ACK
+//! merging inside the tunnel, and the output read back by an independent reader.
+
+mod common;
+
+use common::{check, pushes, run, Input, Op, Out, Recorder};
+use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
+use lro_core::{
+    Cause, Config, FlushReason, LinkKind, PassReason, RxChecksum, RxMeta, Sizes, Stats, Verdict,
+};
+use lro_gre::testing::{GreSpec, InnerFrame};
+use lro_gre::wire::flags;
+use lro_gre::{GreEngine, TunnelId};
+
+/// How the NIC reports checksums for a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nic {
+    None,
+    Verified,
+    Complete,
+}
+
+const NICS: [Nic; 3] = [Nic::None, Nic::Verified, Nic::Complete];
+
+/// One tunnelled TCP flow: the outer layers, the inner frame's template and where the flow is.
+#[derive(Clone, Copy)]
+struct Flow {
+    gre: GreSpec,
+    inner: FrameSpec<'static>,
+    seq: u32,
+    ack: u32,
+    outer_id: u16,
+    inner_id: u16,
+    ts: u32,
+}
+
+impl Flow {
+    fn new(gre: GreSpec) -> Self {
+        let mut inner = FrameSpec::ipv4_tcp(40000, 5201).ack(9).flags(TCP_ACK);
+        if let IpSpec::V4(v4) = &mut inner.ip {
+            v4.src = [10, 0, 0, 1];
+            v4.dst = [10, 0, 0, 2];
+        }
+        Flow {
+            gre,
+            inner,
+            seq: 1,
+            ack: 9,
+            outer_id: 100,
+            inner_id: 500,
+            ts: 1000,
+        }
+    }
+
+    fn v6_inside(mut self) -> Self {
+        let ports = (self.inner.tcp.src_port, self.inner.tcp.dst_port);
+        self.inner = FrameSpec::ipv6_tcp(ports.0, ports.1).ack(9).flags(TCP_ACK);
+        self
+    }
+
+    /// The next frame: `len` payload bytes (0: a pure ACK advancing the ACK number), `flags`.
+    fn frame(&mut self, len: usize, tcp_flags: u8) -> Vec<u8> {
+        let payload: Vec<u8> = (0..len).map(|k| (k as u32 * 7 + self.seq) as u8).collect();
+        if len == 0 {
+            self.ack = self.ack.wrapping_add(1000);
+        }
+        let mut spec = self.inner;
+        spec.tcp.seq = self.seq;
+        spec.tcp.ack = self.ack;
+        spec.tcp.flags = tcp_flags;
+        spec.tcp.push_timestamps(self.ts, 77);
+        spec.payload = &payload;
+        if let IpSpec::V4(v4) = &mut spec.ip {
+            v4.id = self.inner_id;
+        }
+        let mut b = vec![0u8; spec.len()];
+        spec.write(&mut b).unwrap();
+        let gre = self.gre.ip_id(self.outer_id);
+        let inner = if gre.teb {
+            InnerFrame::Ethernet(&b)
+        } else {
+            InnerFrame::Ip(&b[14..])
+        };
+        let mut out = vec![0u8; gre.wrapped_len(inner).unwrap()];
+        gre.write(inner, &mut out).unwrap();
+        self.seq = self.seq.wrapping_add(len as u32);
+        self.outer_id = self.outer_id.wrapping_add(1);
+        self.inner_id = self.inner_id.wrapping_add(1);
+        out
+    }
+
+    fn data(&mut self, n: usize) -> Vec<Vec<u8>> {
+        (0..n).map(|_| self.frame(1000, TCP_ACK)).collect()
+    }
+
+    fn meta(&self) -> RxMeta {
+        match self.gre.link {
+            lro_core::testing::LinkSpec::RawIp => RxMeta::raw_ip(0),
+            _ => RxMeta::ethernet(0),
+        }
+    }
+}
+
+fn inputs(flow: &Flow, frames: &[Vec<u8>], nic: Nic) -> Vec<Input> {
+    frames
+        .iter()
+        .map(|b| {
+            let m = flow.meta();
+            let m = match nic {
+                Nic::None => m,
+                Nic::Verified => m.with_checksum(RxChecksum::Verified),
+                Nic::Complete => m.with_checksum(RxChecksum::Complete(common::complete(b, &m))),
+            };
+            Input::new(b.clone(), m)
+        })
+        .collect()
+}
+
+type E = GreEngine<common::Tagged, Sizes<32, 64>>;
+
+/// Runs the inputs in order on a fresh engine and checks every invariant.
+fn go(config: Config, inputs: &[Input]) -> (Recorder, Vec<Verdict>, Stats) {
+    let ops = pushes(inputs.len());
+    go_ops(config, inputs, &ops)
+}
+
+fn go_ops(config: Config, inputs: &[Input], ops: &[Op]) -> (Recorder, Vec<Verdict>, Stats) {
+    let mut e: Box<E> = Box::new(GreEngine::new(config));
+    let (rec, v) = run(&mut *e, inputs, ops);
+    check(inputs, ops, &config, &rec).unwrap();
+    (rec, v, e.stats().clone())
+}
+
+fn segments(rec: &Recorder) -> Vec<(Vec<usize>, Cause)> {
+    rec.out
+        .iter()
+        .filter_map(|o| match o {
+            Out::Seg { ids, info, .. } => Some((ids.clone(), info.cause)),
+            Out::Rel(_) => None,
+        })
+        .collect()
+}
+
+/// The mergeable header shapes: every combination of C and K, outer IPv4 and IPv6, tags,
+/// raw IP, inner IPv6, TEB and NVGRE.
+fn mergeable_shapes() -> Vec<(&'static str, Flow)> {
+    vec![
+        ("none", Flow::new(GreSpec::ipv4())),
+        ("K", Flow::new(GreSpec::ipv4().key(7))),
+        ("C", Flow::new(GreSpec::ipv4().checksum())),
+        ("C+K", Flow::new(GreSpec::ipv4().checksum().key(7))),
+        ("v6 outer", Flow::new(GreSpec::ipv6().key(3))),
+        ("v6 outer C", Flow::new(GreSpec::ipv6().checksum())),
+        (
+            "v6 inner",
+            Flow::new(GreSpec::ipv4().checksum().key(1)).v6_inside(),
+        ),
+        ("v6 in v6", Flow::new(GreSpec::ipv6()).v6_inside()),
+        (
+            "QinQ",
+            Flow::new(GreSpec::ipv4().key(2).vlan(0x88a8, 5).vlan(0x8100, 6)),
+        ),
+        ("raw IP", Flow::new(GreSpec::ipv6().checksum().raw_ip())),
+        ("TEB", Flow::new(GreSpec::ipv4().teb())),
+        ("TEB C", Flow::new(GreSpec::ipv4().checksum().teb())),
+        ("NVGRE", Flow::new(GreSpec::ipv4().key(0x0012_3401).teb())),
+        (
+            "NVGRE v6",
+            Flow::new(GreSpec::ipv6().key(0x0012_3402).teb()).v6_inside(),
+        ),
+    ]
+}
+
+#[test]
+fn every_mergeable_shape_merges_under_every_nic_and_policy() {
+    for (name, flow) in mergeable_shapes() {
+        let mut f = flow;
+        let frames = f.data(6);
+        for nic in NICS {
+            for config in [Config::gro(), Config::lro()] {
+                let inputs = inputs(&flow, &frames, nic);
+                let (rec, _, stats) = go(config, &inputs);
+                let segs = segments(&rec);
+                assert_eq!(segs.len(), 1, "{name} {nic:?} {config:?}: {segs:?}");
+                assert_eq!(segs[0].0, (0..6).collect::<Vec<_>>());
+                assert_eq!(stats.tunnel.frames_in, 6, "{name}");
+                assert_eq!(stats.tunnel.frames_merged, 5, "{name}");
+                if let Some(Out::Seg { info, .. }) = rec.out.first() {
+                    let t = info.tunnel.expect("tunnel in the info");
+                    let id = TunnelId::of(&t);
+                    assert_eq!(id.flags_version, flow.gre.flags_version, "{name}");
+                    assert_eq!(
+                        id.key,
+                        (flow.gre.flags_version & flags::K != 0).then_some(flow.gre.key)
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sequence_routing_and_other_bits_never_merge() {
+    let mut cases: Vec<(&str, GreSpec, PassReason)> = vec![
+        ("S", GreSpec::ipv4().sequence(1), PassReason::Encap),
+        ("K+S", GreSpec::ipv4().key(3).sequence(1), PassReason::Encap),
+        (
+            "C+K+S",
+            GreSpec::ipv4().checksum().key(3).sequence(1),
+            PassReason::Encap,
+        ),
+    ];
+    let mut r = GreSpec::ipv4();
+    r.flags_version = flags::R;
+    cases.push(("R", r, PassReason::Encap));
+    for (name, bits) in [
+        ("strict", flags::STRICT),
+        ("recur", 0x0100),
+        ("reserved", 0x0008),
+    ] {
+        let mut g = GreSpec::ipv4().key(1);
+        g.flags_version |= bits;
+        cases.push((name, g, PassReason::Encap));
+    }
+    for v in [1u16, 7] {
+        let mut g = GreSpec::ipv4().key(1);
+        g.flags_version |= v;
+        cases.push(("version", g, PassReason::Encap));
+    }
+    let mut erspan = GreSpec::ipv4().sequence(1);
+    erspan.protocol = Some(lro_gre::wire::Protocol::ERSPAN_II);
+    cases.push(("ERSPAN", erspan, PassReason::NotTcp));
+    for (name, gre, reason) in cases {
+        let mut f = Flow::new(gre);
+        let frames = f.data(4);
+        for nic in NICS {
+            let inputs = inputs(&f, &frames, nic);
+            let (rec, verdicts, stats) = go(Config::lro(), &inputs);
+            assert!(
+                verdicts.iter().all(|v| *v == Verdict::Passed(reason)),
+                "{name} {nic:?}: {verdicts:?}"
+            );
+            assert_eq!(rec.out.len(), 4, "{name}");
+            assert_eq!(stats.tunnel.passed[reason.index()], 4, "{name}");
+            assert_eq!(stats.passed[reason.index()], 4, "{name}");
+            // Passed as received, in order.
+            for (i, o) in rec.out.iter().enumerate() {
+                assert!(
+                    matches!(o, Out::Seg { ids, bytes, .. } if ids == &[i] && bytes == &frames[i])
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_never_merged_frame_goes_after_its_flows_held_segment() {
+    // GRE's identity includes the flags, so a sequence-numbered frame belongs to another
+    // tunnel. What goes alone *within* a flow is a frame with a bad GRE checksum: the flow's
+    // held segment must go first.
+    let mut f = Flow::new(GreSpec::ipv4().checksum().key(5));
+    let mut frames = f.data(3);
+    let mut bad = GreSpec::ipv4().checksum().key(5);
+    bad.corrupt_checksum = true;
+    let good = f.gre;
+    f.gre = bad;
+    frames.push(f.frame(1000, TCP_ACK));
+    f.gre = good;
+    frames.extend(f.data(2));
+    let inputs = inputs(&f, &frames, Nic::None);
+    let (rec, verdicts, stats) = go(Config::gro(), &inputs);
+    assert_eq!(verdicts[3], Verdict::Passed(PassReason::BadEncapChecksum));
+    let segs = segments(&rec);
+    assert_eq!(
+        segs,
+        vec![
+            (vec![0, 1, 2], Cause::Flushed(FlushReason::Unmergeable)),
+            (vec![3], Cause::Passed(PassReason::BadEncapChecksum)),
+            (vec![4, 5], Cause::Flushed(FlushReason::FlushAll)),
+        ],
+    );
+    assert_eq!(stats.tunnel.passed[PassReason::BadEncapChecksum.index()], 1);
+}
+
+#[test]
+fn the_key_is_read_after_the_checksum_word() {
+    // C+K. The GRE checksum of a packet whose inner checksums are right depends only on the
+    // GRE header, the inner addresses and the TCP length (the inner IP header sums to -0 and
+    // the TCP bytes to minus the pseudo header), so full-sized frames of a flow share their
+    // checksum word and a shorter last frame does not. Linux compares the word after the fixed
+    // header, which with C+K is that checksum word: it would not merge the short last frame.
+    // The key is what identifies the tunnel: all four merge here.
+    let mut f = Flow::new(GreSpec::ipv4().checksum().key(0x0102_0304));
+    let mut frames = f.data(3);
+    frames.push(f.frame(400, TCP_ACK));
+    let words: Vec<&[u8]> = frames
+        .iter()
+        .map(|b| &b[14 + 20 + 4..14 + 20 + 8])
+        .collect();
+    assert_eq!(words[0], words[2], "same length: same checksum word");
+    assert_ne!(words[2], words[3], "another length: another checksum word");
+    let (rec, _, _) = go(Config::gro(), &inputs(&f, &frames, Nic::None));
+    assert_eq!(
+        segments(&rec),
+        vec![(vec![0, 1, 2, 3], Cause::Flushed(FlushReason::ShortSegment))]
+    );
+
+    // Different keys whose checksum words are made equal: two flows, never merged.
+    let mut a = Flow::new(GreSpec::ipv4().checksum().key(1));
+    let mut b = Flow::new(GreSpec::ipv4().checksum().key(2));
+    b.seq = a.seq;
+    let fa = a.frame(1000, TCP_ACK);
+    let mut fb = b.frame(1000, TCP_ACK);
+    // Same checksum word as `fa`: Reserved1 pays for the key's difference so the GRE checksum
+    // stays right.
+    fb[38..40].copy_from_slice(&fa[38..40]);
+    let s = lro_core::csum::sum(&fb[34..]);
+    let r1 = lro_core::csum::add(u16::from_be_bytes([fb[40], fb[41]]), !s);
+    fb[40..42].copy_from_slice(&r1.to_be_bytes());
+    assert_eq!(fb[38..40], fa[38..40]);
+    let fa2 = a.frame(1000, TCP_ACK);
+    let frames = [fa, fb, fa2];
+    let ins: Vec<Input> = frames
+        .iter()
+        .map(|x| Input::new(x.clone(), RxMeta::ethernet(0)))
+        .collect();
+    assert!(ins.iter().all(|i| i.trusted), "every GRE checksum right");
+    let (rec, _, _) = go(Config::gro(), &ins);
+    let segs = segments(&rec);
+    assert_eq!(segs.len(), 2, "{segs:?}");
+    assert!(segs.iter().any(|s| s.0 == vec![0, 2]));
+}
+
+#[test]
+fn tunnels_are_kept_apart() {
+    // One inner flow (same addresses, ports, sequence numbers) in tunnels that differ in one
+    // thing each, interleaved frame by frame.
+    let base = GreSpec::ipv4().checksum().key(9);
+    let mut other_src = base;
+    let mut other_dst = base;
+    if let IpSpec::V4(v4) = &mut other_src.ip {
+        v4.src = [198, 18, 0, 77];
+    }
+    if let IpSpec::V4(v4) = &mut other_dst.ip {
+        v4.dst = [198, 18, 0, 78];
+    }
+    let tunnels = [
+        base,
+        base.key(10),
+        GreSpec::ipv4().key(9),
+        GreSpec::ipv4().checksum(),
+        other_src,
+        other_dst,
+        base.teb(),
+        base.vlan(0x8100, 3),
+        GreSpec::ipv6().checksum().key(9),
+    ];
+    let mut flows: Vec<Flow> = tunnels.iter().map(|g| Flow::new(*g)).collect();
+    let mut frames = Vec::new();
+    let mut metas = Vec::new();
+    for _ in 0..4 {
+        for f in &mut flows {
+            frames.push(f.frame(1000, TCP_ACK));
+            metas.push(f.meta());
+        }
+    }
+    for nic in NICS {
+        let ins: Vec<Input> = frames
+            .iter()
+            .zip(&metas)
+            .map(|(b, m)| {
+                let m = match nic {
+                    Nic::None => *m,
+                    Nic::Verified => m.with_checksum(RxChecksum::Verified),
+                    Nic::Complete => m.with_checksum(RxChecksum::Complete(common::complete(b, m))),
+                };
+                Input::new(b.clone(), m)
+            })
+            .collect();
+        let (rec, _, stats) = go(Config::gro(), &ins);
+        let segs = segments(&rec);
+        assert_eq!(segs.len(), tunnels.len(), "{nic:?}: one segment per tunnel");
+        assert!(segs.iter().all(|s| s.0.len() == 4));
+        assert_eq!(stats.tunnel.frames_merged, 3 * tunnels.len() as u64);
+    }
+    // NVGRE: the flow id (the key's low byte) separates flows of one virtual subnet.
+    let mut a = Flow::new(GreSpec::ipv4().key(0x00ab_cd01).teb());
+    let mut b = Flow::new(GreSpec::ipv4().key(0x00ab_cd02).teb());
+    let frames: Vec<Vec<u8>> = (0..3)
+        .flat_map(|_| [a.frame(1000, TCP_ACK), b.frame(1000, TCP_ACK)])
+        .collect();
+    let (rec, _, _) = go(Config::gro(), &inputs(&a, &frames, Nic::None));
+    assert_eq!(segments(&rec).len(), 2);
+}
+
+#[test]
+fn outer_header_rules_apply() {
+    // Outer TTL change, outer TOS (ECN CE) change, outer IDs jumping, an outer fragment, outer
+    // IPv4 options, a bad outer header checksum.
+    let mut f = Flow::new(GreSpec::ipv4().key(1));
+    let mut frames = f.data(2);
+    let keep = f.gre;
+    if let IpSpec::V4(v4) = &mut f.gre.ip {
+        v4.ttl = 63;
+    }
+    frames.extend(f.data(2));
+    f.gre = keep;
+    if let IpSpec::V4(v4) = &mut f.gre.ip {
+        v4.tos = 3;
+    }
+    frames.extend(f.data(2));
+    f.outer_id = f.outer_id.wrapping_add(1000);
+    frames.extend(f.data(2));
+    let (rec, _, stats) = go(Config::gro(), &inputs(&f, &frames, Nic::None));
+    assert_eq!(segments(&rec).len(), 4);
+    assert_eq!(stats.flushes[FlushReason::IpFields.index()], 2);
+    assert_eq!(stats.flushes[FlushReason::IpId.index()], 1);
+
+    for (what, reason) in [
+        ("fragment", PassReason::Fragment),
+        ("options", PassReason::IpOptions),
+    ] {
+        let mut f = Flow::new(GreSpec::ipv4().key(1));
+        let mut frames = f.data(2);
+        let keep = f.gre;
+        if let IpSpec::V4(v4) = &mut f.gre.ip {
+            match what {
+                "fragment" => v4.mf = true,
+                _ => v4.options.extend(&[1, 1, 1, 0]),
+            }
+        }
+        frames.extend(f.data(1));
+        f.gre = keep;
+        frames.extend(f.data(1));
+        let (rec, verdicts, stats) = go(Config::lro(), &inputs(&f, &frames, Nic::None));
+        assert_eq!(verdicts[2], Verdict::Passed(reason), "{what}");
+        assert_eq!(stats.tunnel.passed[reason.index()], 1, "{what}");
+        // The held pair went first.
+        assert_eq!(segments(&rec)[0].0, vec![0, 1], "{what}");
+    }
+
+    let mut f = Flow::new(GreSpec::ipv4().key(1));
+    let mut frames = f.data(3);
+    frames[1][24] ^= 0xff; // outer header checksum
+    let (_, verdicts, _) = go(Config::gro(), &inputs(&f, &frames, Nic::None));
+    assert_eq!(verdicts[1], Verdict::Passed(PassReason::BadIpChecksum));
+}
+
+/// The GRE checksum: a frame whose checksum is wrong is never merged and passes counted, with
+/// software verification and with the NIC's CHECKSUM_COMPLETE sum; under `Verified` the NIC
+/// vouched for the frame and it is merged (and the segment's checksum computed afresh).
+#[test]
+fn a_bad_gre_checksum_is_caught_without_reading_payload() {
+    for outer_v6 in [false, true] {
+        let gre = if outer_v6 {
+            GreSpec::ipv6()
+        } else {
+            GreSpec::ipv4()
+        }
+        .checksum()
+        .key(4);
+        let mut f = Flow::new(gre);
+        let mut frames = f.data(2);
+        let mut bad = gre;
+        bad.corrupt_checksum = true;
+        f.gre = bad;
+        frames.extend(f.data(1));
+        f.gre = gre;
+        frames.extend(f.data(2));
+        for nic in NICS {
+            for config in [Config::gro(), Config::lro()] {
+                let mut e: Box<E> = Box::new(GreEngine::new(config));
+                let ins = inputs(&f, &frames, nic);
+                let ops = pushes(ins.len());
+                let (rec, verdicts) = run(&mut *e, &ins, &ops);
+                let stats = e.stats();
+                let bad_count = stats.tunnel.passed[PassReason::BadEncapChecksum.index()];
+                if nic == Nic::Verified {
+                    // Trusted: merged; the output's GRE checksum is right anyway.
+                    assert_eq!(verdicts[2], Verdict::Merged, "{nic:?}");
+                    assert_eq!(bad_count, 0);
+                    let Out::Seg { bytes, ids, .. } = &rec.out[0] else {
+                        panic!()
+                    };
+                    assert_eq!(ids.len(), 5);
+                    let r = common::read(bytes, &ins[0].meta).unwrap();
+                    assert_eq!(r.gre_ok, Some(true));
+                } else {
+                    check(&ins, &ops, &config, &rec).unwrap();
+                    assert_eq!(
+                        verdicts[2],
+                        Verdict::Passed(PassReason::BadEncapChecksum),
+                        "{nic:?}"
+                    );
+                    assert_eq!(bad_count, 1, "{nic:?}");
+                    assert_eq!(stats.passed[PassReason::BadEncapChecksum.index()], 1);
+                    // Passed as it came; nothing dropped.
+                    assert!(rec.out.iter().any(|o| matches!(o, Out::Seg { ids, bytes, .. } if ids == &[2] && bytes == &frames[2])));
+                }
+            }
+        }
+    }
+}
+
+/// With CHECKSUM_COMPLETE the GRE checksum is judged from the NIC's sum, without reading
+/// payload: (1) a NIC sum one off from the frame's bytes (whose own checksums are all right)
+/// fails the GRE check; (2) a payload byte changed after the NIC summed the frame, with the
+/// NIC's sum of the original bytes, is believed: the engine read no payload byte to notice.
+#[test]
+fn complete_sum_is_what_the_gre_check_uses() {
+    let mut f = Flow::new(GreSpec::ipv4().checksum().key(4));
+    let frames = f.data(3);
+    let m = f.meta();
+    let complete = |b: &[u8]| m.with_checksum(RxChecksum::Complete(common::complete(b, &m)));
+    let mut ins: Vec<Input> = frames
+        .iter()
+        .map(|b| Input::new(b.clone(), complete(b)))
+        .collect();
+    let c = common::complete(&frames[1], &m);
+    ins[1].meta = m.with_checksum(RxChecksum::Complete(if c == 1 { 2 } else { c - 1 }));
+    ins[1].trusted = false;
+    assert!(common::read(&frames[1], &m).unwrap().checksums_ok());
+    let ops = pushes(3);
+    let mut e: Box<E> = Box::new(GreEngine::new(Config::gro()));
+    let (rec, verdicts) = run(&mut *e, &ins, &ops);
+    check(&ins, &ops, &Config::gro(), &rec).unwrap();
+    assert_eq!(verdicts[1], Verdict::Passed(PassReason::BadEncapChecksum));
+
+    let mut ins: Vec<Input> = frames
+        .iter()
+        .map(|b| Input::new(b.clone(), complete(b)))
+        .collect();
+    let last = ins[1].bytes.len() - 1;
+    ins[1].bytes[last] ^= 0x01;
+    assert!(!common::read(&ins[1].bytes, &m).unwrap().checksums_ok());
+    let mut e: Box<E> = Box::new(GreEngine::new(Config::gro()));
+    let (rec, verdicts) = run(&mut *e, &ins, &ops);
+    assert_eq!(
+        verdicts[1],
+        Verdict::Merged,
+        "judged by the NIC's sum alone"
+    );
+    assert_eq!(rec.out.len(), 1);
+}
+
+#[test]
+fn pure_acks_merge_inside_the_tunnel_under_lro() {
+    for gre in [
+        GreSpec::ipv4().key(3),
+        GreSpec::ipv6().checksum(),
+        GreSpec::ipv4().teb(),
+    ] {
+        let mut f = Flow::new(gre);
+        // Data, then a run of advancing pure ACKs (the reverse direction of a bulk transfer).
+        let mut frames = vec![f.frame(1000, TCP_ACK)];
+        frames.extend((0..6).map(|_| f.frame(0, TCP_ACK)));
+        let (rec, _, stats) = go(Config::lro(), &inputs(&f, &frames, Nic::None));
+        assert!(stats.tunnel.acks_merged >= 5, "{stats:?}");
+        assert_eq!(stats.acks_merged, stats.tunnel.acks_merged);
+        let released = rec.out.iter().filter(|o| matches!(o, Out::Rel(_))).count();
+        assert_eq!(released as u64, stats.tunnel.acks_merged);
+        // Under Gro pure ACKs are never merged.
+        let (_, verdicts, stats) = go(Config::gro(), &inputs(&f, &frames, Nic::None));
+        assert_eq!(stats.tunnel.acks_merged, 0);
+        assert!(verdicts[1..]
+            .iter()
+            .all(|v| *v == Verdict::Passed(PassReason::PureAck)));
+    }
+}
+
+#[test]
+fn push_and_short_segments_close_tunnelled_segments() {
+    let mut f = Flow::new(GreSpec::ipv4().checksum().key(8));
+    let mut frames = f.data(3);
+    frames.push(f.frame(400, TCP_ACK | TCP_PSH));
+    frames.extend(f.data(2));
+    let (rec, verdicts, _) = go(Config::gro(), &inputs(&f, &frames, Nic::None));
+    assert_eq!(verdicts[3], Verdict::MergedAndFlushed(FlushReason::PushFin));
+    assert_eq!(segments(&rec)[0].0, vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn plain_and_tunnelled_traffic_share_an_engine() {
+    // A plain flow with the same inner addresses and ports as a tunnelled one: two flows.
+    let mut t = Flow::new(GreSpec::ipv4().key(1));
+    let mut frames = Vec::new();
+    let mut metas = Vec::new();
+    for i in 0..4u32 {
+        frames.push(t.frame(1000, TCP_ACK));
+        metas.push(RxMeta::ethernet(0));
+        let payload = vec![i as u8; 1000];
+        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+            .seq(1 + 1000 * i)
+            .ack(9)
+            .flags(TCP_ACK)
+            .payload(&payload);
+        let mut spec = spec;
+        if let IpSpec::V4(v4) = &mut spec.ip {
+            v4.src = [10, 0, 0, 1];
+            v4.dst = [10, 0, 0, 2];
+            v4.id = i as u16;
+        }
+        let mut b = vec![0u8; spec.len()];
+        spec.write(&mut b).unwrap();
+        frames.push(b);
+        metas.push(RxMeta::ethernet(0));
+    }
+    let mut e: Box<E> = Box::new(GreEngine::new(Config::gro()));
+    let ins: Vec<Input> = frames
+        .iter()
+        .zip(&metas)
+        .map(|(b, m)| Input::new(b.clone(), *m))
+        .collect();
+    let (rec, _) = run(&mut *e, &ins, &pushes(ins.len()));
+    let segs = segments(&rec);
+    assert_eq!(segs.len(), 2);
+    assert_eq!(segs[0].0, vec![0, 2, 4, 6]);
+    assert_eq!(segs[1].0, vec![1, 3, 5, 7]);
+    let tunnels: Vec<bool> = rec
+        .out
+        .iter()
+        .map(|o| matches!(o, Out::Seg { info, .. } if info.tunnel.is_some()))
+        .collect();
+    assert_eq!(
+        tunnels,
+        [true, false],
+        "only the tunnelled segment names a tunnel"
+    );
+    assert_eq!(e.stats().tunnel.frames_in, 4);
+    assert_eq!(e.stats().frames_in, 8);
+    assert_eq!(e.stats().frames_merged, 6);
+    assert_eq!(e.stats().tunnel.frames_merged, 3);
+}
+
+#[test]
+fn truncated_and_hostile_gre_frames_pass_alone() {
+    let mut f = Flow::new(GreSpec::ipv4().checksum().key(8));
+    let frame = f.frame(200, TCP_ACK);
+    let mut e: Box<E> = Box::new(GreEngine::new(Config::lro()));
+    let mut rec = Recorder::default();
+    let mut n = 0;
+    for cut in 0..frame.len() {
+        let mut b = frame[..cut].to_vec();
+        // Keep the outer length consistent with the cut (else it is only an outer problem).
+        if cut > 34 {
+            let total = (cut - 14) as u16;
+            b[16..18].copy_from_slice(&total.to_be_bytes());
+        }
+        for link in [LinkKind::Ethernet, LinkKind::RawIp] {
+            let v = e.push(
+                common::Tagged {
+                    id: n,
+                    buf: b.clone(),
+                },
+                &RxMeta::ethernet(0).with_link(link),
+                &mut rec,
+            );
+            n += 1;
+            assert!(
+                matches!(v, Verdict::Passed(_) | Verdict::Held | Verdict::Merged),
+                "{v:?}"
+            );
+        }
+    }
+    // Every flag word and protocol over a valid frame.
+    for word in (0..=u16::MAX).step_by(97) {
+        let mut b = frame.clone();
+        b[34..36].copy_from_slice(&word.to_be_bytes());
+        e.push(
+            common::Tagged { id: n, buf: b },
+            &RxMeta::ethernet(0),
+            &mut rec,
+        );
+        n += 1;
+    }
+    e.flush_all(&mut rec);
+    assert!(e.stats().is_conserved());
+    assert_eq!(e.stats().frames_in, n as u64);
+    let back: usize = rec
+        .out
+        .iter()
+        .map(|o| match o {
+            Out::Seg { ids, .. } => ids.len(),
+            Out::Rel(_) => 1,
+        })
+        .sum();
+    assert_eq!(back, n);
+}
+
+#[test]
+fn flushes_between_bursts_keep_everything() {
+    let mut f = Flow::new(GreSpec::ipv4().checksum().key(8));
+    let frames = f.data(9);
+    let ins = inputs(&f, &frames, Nic::Complete);
+    let ops: Vec<Op> = (0..9)
+        .flat_map(|i| {
+            if i % 3 == 2 {
+                vec![Op::Push(i), Op::FlushAll]
+            } else {
+                vec![Op::Push(i)]
+            }
+        })
+        .collect();
+    let (rec, _, _) = go_ops(Config::gro(), &ins, &ops);
+    assert_eq!(segments(&rec).len(), 3);
+}
+
+#[test]
+fn the_size_limit_counts_from_the_outer_header() {
+    // 45 frames of 1455 bytes: 20 + 32 + 45 * 1455 = 65527 bytes of inner datagram, within
+    // 65535; with the outer IPv4 header and GRE in front (24 bytes) 65551, over it. Linux
+    // `skb_gro_receive` limits the whole packet from its first header.
+    let mut f = Flow::new(GreSpec::ipv4());
+    let frames: Vec<Vec<u8>> = (0..46).map(|_| f.frame(1455, TCP_ACK)).collect();
+    let (rec, _, stats) = go(Config::gro(), &inputs(&f, &frames, Nic::Verified));
+    let segs = segments(&rec);
+    assert_eq!(segs[0].0.len(), 44, "{segs:?}");
+    assert_eq!(segs[0].1, Cause::Flushed(FlushReason::SizeLimit));
+    assert_eq!(stats.flushes[FlushReason::SizeLimit.index()], 1);
+    let Out::Seg { bytes, .. } = &rec.out[0] else {
+        panic!()
+    };
+    assert!(bytes.len() - 14 <= 65535);
+}
