@@ -195,6 +195,7 @@ const MAX_FRAME: usize = 262_144;
 /// Every round with buffer slots of `SLOT` bytes (at least the largest frame).
 fn measure<const SLOT: usize>(
     args: &BenchArgs,
+    tunnels: bool,
     frames: &[(&[u8], RxMeta)],
     burst: usize,
     bar: &indicatif::ProgressBar,
@@ -220,7 +221,7 @@ fn measure<const SLOT: usize>(
         batch: &mut batch,
         bar,
     };
-    with_engine(&args.engine, args.engine.config(), job)?
+    with_engine(&args.engine, args.engine.config(), tunnels, job)?
 }
 
 /// `lro bench`.
@@ -248,11 +249,12 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let burst = usize::try_from(args.engine.burst)
         .unwrap_or(usize::MAX)
         .min(frames.len());
+    let tunnels = crate::tunnel::carried(&cap);
     let bar = crate::progress::bar(frames.len() as u64 * args.rounds, !args.json);
     let rounds = match cap.max_len {
-        0..=2048 => measure::<2048>(args, &frames, burst, &bar)?,
-        2049..=16384 => measure::<16384>(args, &frames, burst, &bar)?,
-        16385..=MAX_FRAME => measure::<MAX_FRAME>(args, &frames, burst, &bar)?,
+        0..=2048 => measure::<2048>(args, tunnels, &frames, burst, &bar)?,
+        2049..=16384 => measure::<16384>(args, tunnels, &frames, burst, &bar)?,
+        16385..=MAX_FRAME => measure::<MAX_FRAME>(args, tunnels, &frames, burst, &bar)?,
         n => anyhow::bail!(crate::capture::InputError {
             file: cap.name.clone(),
             problem: format!("a frame of {n} bytes: bench handles frames up to {MAX_FRAME} bytes"),

@@ -9,6 +9,7 @@ use lro_core::{
 
 use crate::capture::{Capture, FrameClass, Record};
 use crate::tunnel::Encap;
+use lro_core::encap::{Encap as EncapHook, NoEncap};
 
 /// Frames per flow (the engine's `S`): more than a 64 KB segment of 1500-byte frames needs.
 pub(crate) const FRAMES_PER_FLOW: usize = 64;
@@ -207,25 +208,45 @@ pub(crate) trait WithEngine {
 
 /// Builds the engine `args` ask for (table size, optional RSS-sorting wrapper) with `config`
 /// and runs `job` on it. The table size is a const generic: one instance per supported size.
-/// Every engine coalesces through [`Encap`] (GRE with the default `gre` feature).
+/// With `tunnels` (the capture carries some: [`crate::tunnel::carried`]) the engine coalesces
+/// through [`Encap`] (GRE with the default `gre` feature); otherwise through none, which plain
+/// traffic runs faster on (no tunnel part in the flow key to carry and hash).
 pub(crate) fn with_engine<W: WithEngine>(
+    args: &EngineArgs,
+    config: Config,
+    tunnels: bool,
+    job: W,
+) -> Result<W::Out> {
+    if tunnels {
+        with_encap::<W, Encap>(args, config, job)
+    } else {
+        with_encap::<W, NoEncap>(args, config, job)
+    }
+}
+
+/// [`with_engine`] with the encapsulation `X`.
+fn with_encap<W: WithEngine, X: EncapHook>(
     args: &EngineArgs,
     config: Config,
     job: W,
 ) -> Result<W::Out> {
-    fn go<const N: usize, W: WithEngine>(rss: bool, config: Config, job: W) -> W::Out {
+    fn go<const N: usize, W: WithEngine, X: EncapHook>(
+        rss: bool,
+        config: Config,
+        job: W,
+    ) -> W::Out {
         if rss {
             // The table is built at compile time (`Engine::new` is const), then configured:
             // a 1024-flow table is megabytes, too large to build on the stack.
             let mut inner = Box::new(
-                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>, Encap>::new(Config::lro()) },
+                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>, X>::new(Config::lro()) },
             );
             inner.set_config(config);
             let mut engine = Box::new(RssSorted::<_, W::Frame, RSS_QUEUE>::new(&mut *inner));
             job.run(&mut *engine)
         } else {
             let mut engine = Box::new(
-                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>, Encap>::new(Config::lro()) },
+                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>, X>::new(Config::lro()) },
             );
             engine.set_config(config);
             job.run(&mut *engine)
@@ -233,14 +254,14 @@ pub(crate) fn with_engine<W: WithEngine>(
     }
     let rss = args.rss_sort;
     Ok(match args.flows {
-        8 => go::<8, W>(rss, config, job),
-        16 => go::<16, W>(rss, config, job),
-        32 => go::<32, W>(rss, config, job),
-        64 => go::<64, W>(rss, config, job),
-        128 => go::<128, W>(rss, config, job),
-        256 => go::<256, W>(rss, config, job),
-        512 => go::<512, W>(rss, config, job),
-        1024 => go::<1024, W>(rss, config, job),
+        8 => go::<8, W, X>(rss, config, job),
+        16 => go::<16, W, X>(rss, config, job),
+        32 => go::<32, W, X>(rss, config, job),
+        64 => go::<64, W, X>(rss, config, job),
+        128 => go::<128, W, X>(rss, config, job),
+        256 => go::<256, W, X>(rss, config, job),
+        512 => go::<512, W, X>(rss, config, job),
+        1024 => go::<1024, W, X>(rss, config, job),
         other => bail!(crate::UsageError(format!("unsupported --flows {other}"))),
     })
 }

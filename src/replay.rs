@@ -430,7 +430,7 @@ pub(crate) fn run(
         sink: &mut sink,
         bar: &bar,
     };
-    let stats = with_engine(engine_args, config, job)?;
+    let stats = with_engine(engine_args, config, crate::tunnel::carried(&cap), job)?;
     bar.finish_and_clear();
     let delivered = sink.delivered;
     debug_assert_eq!(delivered, report::frames_out(&stats));
