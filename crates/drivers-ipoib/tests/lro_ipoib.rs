@@ -47,6 +47,9 @@ impl Sink<Vec<u8>> for Collect {
     }
 }
 
+/// A frame and how its checksum arrives.
+type Input = (Vec<u8>, Csum);
+
 /// How a frame's checksum arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Csum {
@@ -320,7 +323,7 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 /// Builds both framings of a random interleaving of three flows (two IPv4, one IPv6), each
 /// flow's sequence numbers consecutive, ACK numbers advancing on pure ACKs, timestamps on
 /// the IPv6 flow.
-fn build(steps: &[Step]) -> (Vec<(Vec<u8>, Csum)>, Vec<(Vec<u8>, Csum)>) {
+fn build(steps: &[Step]) -> (Vec<Input>, Vec<Input>) {
     static PAYLOAD: [u8; 1000] = [0x42; 1000];
     let mut seq = [1u32, 5000, 90000];
     let mut ack = [1u32; 3];
