@@ -22,7 +22,7 @@ pub(crate) const TABLE_SIZES: [usize; 8] = [8, 16, 32, 64, 128, 256, 512, 1024];
 pub(crate) struct Frame {
     /// Captured bytes, link header included.
     pub(crate) buf: Vec<u8>,
-    /// Bytes of pseudo header (Linux cooked capture) hidden from the engine.
+    /// Bytes of pseudo header (Linux cooked capture, IPoIB's GRH area) hidden from the engine.
     pub(crate) skip: usize,
     /// Capture timestamp in nanoseconds.
     pub(crate) ts_ns: u64,
@@ -31,7 +31,7 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
-    /// The pseudo header hidden from the engine (empty unless cooked capture).
+    /// The pseudo header hidden from the engine (empty unless cooked capture or IPoIB).
     pub(crate) fn link_header(&self) -> &[u8] {
         &self.buf[..self.skip]
     }
@@ -150,10 +150,7 @@ impl EngineArgs {
 
     /// The metadata a frame arrives with.
     pub(crate) fn meta(&self, link: lro_core::LinkKind, ts_ns: u64) -> RxMeta {
-        let meta = match link {
-            lro_core::LinkKind::RawIp => RxMeta::raw_ip(ts_ns),
-            _ => RxMeta::ethernet(ts_ns),
-        };
+        let meta = RxMeta::new(link, ts_ns);
         match self.csum {
             CsumArg::Verify => meta,
             CsumArg::Trust => meta.with_checksum(RxChecksum::Verified),
