@@ -39,7 +39,14 @@ fn usage() -> &'static str {
 fn parse_args() -> Result<Args, String> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+        .unwrap_or_else(|| {
+            let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+            crate_dir
+                .ancestors()
+                .nth(2)
+                .unwrap_or(crate_dir)
+                .join("target")
+        });
     let mut a = Args {
         costs: None,
         write_costs: None,
