@@ -14,7 +14,7 @@
 
 use drivers_myri::phy::LroDevice;
 use drivers_myri::RxDriver;
-use lro_core::{Capacity, RxChecksum, RxMeta, Sizes};
+use lro_core::{Capacity, RxChecksum, RxMeta};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, PacketMeta, RxToken};
 use smoltcp::time::Instant;
 
@@ -165,9 +165,6 @@ impl<'s, 'q, 'a, T: Device, C: Capacity, const Q: usize>
         &mut self.inner
     }
 }
-
-/// The default sizes of [`IpoibDevice::new`]'s engine (drivers-myri's `LroDevice` default).
-pub type DefaultSizes = Sizes<8, 48>;
 
 /// A received packet without its encapsulation header.
 pub struct IpRxToken<R>(R);

@@ -268,6 +268,53 @@ fn hostile_ipoib_frames_pass_with_a_reason() {
 }
 
 #[test]
+fn checksum_complete_is_summed_after_the_encapsulation_header() {
+    let frames: Vec<Vec<u8>> = flow(true, 40004, 1, 4, 700, true)
+        .into_iter()
+        .map(ipoib)
+        .collect();
+    // From byte 4: verified from the sum, merged.
+    let mut engine: Engine<Vec<u8>, Sizes<4, 8>> = Engine::new(Config::lro());
+    let mut sink = Collect::default();
+    for f in &frames {
+        let m = meta(LinkKind::Ipoib, Csum::Complete, f, 0);
+        engine.push(f.clone(), &m, &mut sink);
+    }
+    engine.flush_all(&mut sink);
+    assert_eq!((sink.out.len(), engine.stats().frames_merged), (1, 3));
+    check_ipoib_output(&sink.out[0].bytes).expect("TCP");
+
+    // A sum over the whole frame (the encapsulation header included) is a wrong sum: no frame
+    // passes as verified, none is merged.
+    let mut engine: Engine<Vec<u8>, Sizes<4, 8>> = Engine::new(Config::lro());
+    let mut sink = Collect::default();
+    for f in &frames {
+        let wrong = RxMeta::ipoib(0).with_checksum(RxChecksum::Complete(ones_complement_sum(f)));
+        engine.push(f.clone(), &wrong, &mut sink);
+    }
+    engine.flush_all(&mut sink);
+    assert_eq!(engine.stats().frames_merged, 0);
+    assert_eq!(
+        engine.stats().passed[PassReason::BadTcpChecksum.index()],
+        4,
+        "{:?}",
+        engine.stats()
+    );
+
+    // A corrupted TCP checksum with a correct sum: caught, passed alone.
+    let bad = ipoib(
+        flow(false, 40005, 1, 1, 300, false)[0].corrupt(lro_core::testing::Corrupt::TcpChecksum),
+    );
+    let mut engine: Engine<Vec<u8>, Sizes<4, 8>> = Engine::new(Config::gro());
+    let mut sink = Collect::default();
+    let m = meta(LinkKind::Ipoib, Csum::Complete, &bad, 0);
+    engine.push(bad.clone(), &m, &mut sink);
+    engine.flush_all(&mut sink);
+    assert_eq!(engine.stats().passed[PassReason::BadTcpChecksum.index()], 1);
+    assert_eq!(sink.out[0].bytes, bad);
+}
+
+#[test]
 fn reserved_bytes_are_ignored_and_the_heads_are_kept() {
     // RFC 4391 §6: the reserved field is ignored on receipt. Frames differing only there are
     // one flow (lro-core keys IPoIB flows on addresses and ports); the segment carries the

@@ -922,6 +922,33 @@ mod tests {
     }
 
     #[test]
+    fn rnr_retries_delay_or_avoid_the_reset() {
+        let mut c = short(SimConfig::seed_udp(Costs::SEED_ERA));
+        c.copybreak = None;
+        let linux = run(&c).unwrap();
+        // Linux: no retries, the first NAK resets.
+        assert!(linux.resets > 0);
+        assert_eq!(linux.rnr_naks, linux.resets);
+        // One retry 1 us later: a reset after the second NAK in a row, when the receiver has
+        // not posted a buffer by then.
+        c.rnr_retry = 1;
+        c.rnr_timer_ns = 1_000;
+        let quick = run(&c).unwrap();
+        assert!(
+            quick.resets > 0 && quick.rnr_naks >= 2 * quick.resets,
+            "{quick:?}"
+        );
+        assert!(quick.rnr_naks > quick.resets, "retried: {quick:?}");
+        // Three retries 10 us apart: the receiver frees a buffer in time, the NAKs only slow
+        // the sender down.
+        c.rnr_retry = 3;
+        c.rnr_timer_ns = 10_000;
+        let patient = run(&c).unwrap();
+        assert!(patient.rnr_naks > 0, "{patient:?}");
+        assert_eq!((patient.resets, patient.lost()), (0, 0), "{patient:?}");
+    }
+
+    #[test]
     fn buffers_are_accounted_for_at_every_step() {
         for (mut c, cb) in [
             (SimConfig::seed_udp(Costs::SEED_ERA), None),
