@@ -669,7 +669,8 @@ impl<'a> RxQueue<'a> {
         }
         let buffer = self.rq.pop().ok_or(Refused::ReceiverNotReady)?;
         let off = self.config.mode.grh_len();
-        let byte_len = off + len;
+        // A length no buffer holds completes as a length error, whatever its size.
+        let byte_len = off.saturating_add(len).min(u32::MAX as usize);
         let mut fits = false;
         if let Some(slot) = self.large.get(usize::from(buffer)) {
             if let Some(buf) = slot.take() {
@@ -1097,6 +1098,22 @@ mod tests {
         assert_eq!(q.posted(), 1);
         drop(big);
         assert_eq!(q.posted(), 2);
+    }
+
+    #[test]
+    fn absurd_lengths_complete_as_length_errors() {
+        let storage: RxQueueStorage<'_, 1, 0> = RxQueueStorage::new();
+        let mut large = vec![0u8; 1028];
+        let cfg = QueueConfig::new(MODE, 1).with_copybreak(None);
+        let q = RxQueue::new(&storage, &mut large, &mut [], cfg).unwrap();
+        let mut called = false;
+        q.hca_place(usize::MAX, None, |_| called = true).unwrap();
+        assert!(!called);
+        assert!(matches!(
+            q.receive().unwrap(),
+            Err(RxError::Length { byte_len: u32::MAX })
+        ));
+        assert_eq!(q.posted(), 1);
     }
 
     #[test]
