@@ -49,6 +49,9 @@ pub(crate) enum Link {
     Sll,
     /// Linux cooked capture v2, LINKTYPE_LINUX_SLL2 (276): a 20-byte pseudo header.
     Sll2,
+    /// IP over InfiniBand, LINKTYPE_IPOIB (242): a 40-byte GRH area, then the 4-byte IPoIB
+    /// encapsulation header the engine parses (`drivers_ipoib::wire::capture` has the layout).
+    Ipoib,
 }
 
 impl Link {
@@ -59,6 +62,7 @@ impl Link {
             12 | 14 | 101 | 228 | 229 => Some(Link::RawIp),
             113 => Some(Link::Sll),
             276 => Some(Link::Sll2),
+            242 => Some(Link::Ipoib),
             _ => None,
         }
     }
@@ -70,6 +74,7 @@ impl Link {
             Link::RawIp => "raw IP",
             Link::Sll => "Linux cooked (SLL)",
             Link::Sll2 => "Linux cooked v2 (SLL2)",
+            Link::Ipoib => "IPoIB",
         }
     }
 
@@ -94,7 +99,12 @@ impl Link {
                 link: LinkKind::RawIp,
                 skip: 20,
             },
-            Link::Sll | Link::Sll2 => FrameClass::NotIp,
+            // The GRH area is hidden; the engine sees the encapsulation header and what follows.
+            Link::Ipoib if frame.len() >= 44 && ip(&frame[40..42]) => FrameClass::Engine {
+                link: LinkKind::Ipoib,
+                skip: 40,
+            },
+            Link::Sll | Link::Sll2 | Link::Ipoib => FrameClass::NotIp,
         }
     }
 }
@@ -109,7 +119,8 @@ pub(crate) enum FrameClass {
         /// Bytes of cooked header before the IP header.
         skip: u8,
     },
-    /// A cooked-capture frame that is not IPv4/IPv6: passed through without the engine.
+    /// A cooked-capture or IPoIB frame that is not IPv4/IPv6 (ARP): passed through without the
+    /// engine.
     NotIp,
 }
 
@@ -245,7 +256,7 @@ impl Capture {
         self.link_number = number;
         self.link = Link::from_number(number).ok_or_else(|| {
             format!(
-                "unsupported link type {number}{}: supported are Ethernet (1), raw IP (101, 228, 229, 12, 14), Linux cooked SLL (113) and SLL2 (276)",
+                "unsupported link type {number}{}: supported are Ethernet (1), raw IP (101, 228, 229, 12, 14), Linux cooked SLL (113) and SLL2 (276), IPoIB (242)",
                 match number {
                     0 => " (BSD loopback)",
                     105 => " (IEEE 802.11)",
@@ -535,5 +546,22 @@ mod tests {
         sll[14..16].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(Link::Sll.classify(&sll), FrameClass::NotIp);
         assert_eq!(Link::Sll2.classify(&[0x86, 0xdd]), FrameClass::NotIp);
+    }
+
+    #[test]
+    fn ipoib_frames_are_classified() {
+        assert_eq!(Link::from_number(242), Some(Link::Ipoib));
+        let mut f = vec![0u8; 64];
+        f[40..42].copy_from_slice(&[0x86, 0xdd]);
+        assert_eq!(
+            Link::Ipoib.classify(&f),
+            FrameClass::Engine {
+                link: LinkKind::Ipoib,
+                skip: 40
+            }
+        );
+        f[40..42].copy_from_slice(&[0x08, 0x06]); // ARP
+        assert_eq!(Link::Ipoib.classify(&f), FrameClass::NotIp);
+        assert_eq!(Link::Ipoib.classify(&f[..43]), FrameClass::NotIp);
     }
 }

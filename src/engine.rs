@@ -24,7 +24,7 @@ pub(crate) const TABLE_SIZES: [usize; 8] = [8, 16, 32, 64, 128, 256, 512, 1024];
 pub(crate) struct Frame {
     /// Captured bytes, link header included.
     pub(crate) buf: Vec<u8>,
-    /// Bytes of pseudo header (Linux cooked capture) hidden from the engine.
+    /// Bytes of pseudo header (Linux cooked capture, IPoIB's GRH area) hidden from the engine.
     pub(crate) skip: usize,
     /// Capture timestamp in nanoseconds.
     pub(crate) ts_ns: u64,
@@ -33,7 +33,7 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
-    /// The pseudo header hidden from the engine (empty unless cooked capture).
+    /// The pseudo header hidden from the engine (empty unless cooked capture or IPoIB).
     pub(crate) fn link_header(&self) -> &[u8] {
         &self.buf[..self.skip]
     }

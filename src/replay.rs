@@ -221,6 +221,7 @@ impl ReplaySink {
             flows,
             link: match cap.link {
                 Link::Ethernet => LinkKind::Ethernet,
+                Link::Ipoib => LinkKind::Ipoib,
                 _ => LinkKind::RawIp,
             },
             now: 0,

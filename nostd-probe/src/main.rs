@@ -5,13 +5,15 @@
 //! with "no global memory allocator found". It also runs: it coalesces two segments and exits 0
 //! only when the engine merged them, when drivers-myri's ring (descriptors and page-frag
 //! buffers on the stack, filled by its simulated MAC) fed the engine and got every buffer back,
-//! and when lro-gre's engine merged two GRE-tunnelled segments.
+//! when lro-gre's engine merged two GRE-tunnelled segments, and when drivers-ipoib's receive
+//! queue (copybreak, buffers on the stack, filled by its simulated HCA) fed the engine IPoIB
+//! frames and got every buffer back, and its receiver model ran.
 #![no_std]
 #![no_main]
 
 use drivers_myri::sim::SimMac;
 use drivers_myri::{BufferLayout, RxFrame, RxRing, RxRingStorage};
-use lro_core::{Sizes, Engine, Config, RxChecksum, RxMeta, Segment, Sink};
+use lro_core::{Config, Engine, RxChecksum, RxMeta, Segment, Sink, Sizes};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
@@ -86,10 +88,13 @@ pub extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
     if !ring_probe() {
         return 2;
     }
-    if gre_probe() {
+    if !gre_probe() {
+        return 3;
+    }
+    if ipoib_probe() {
         0
     } else {
-        3
+        4
     }
 }
 
@@ -170,4 +175,61 @@ fn ring_probe() -> bool {
         && ring.outstanding() == 0
         && ring.armed() == 4
         && ring.stats().frames == 2
+}
+
+/// drivers-ipoib: the simulated HCA receives two IPoIB segments and a small packet into the
+/// queue (connected mode); the small one is copied (copybreak), the others go up in their
+/// buffers into the coalescer; everything comes back. Then the receiver model runs briefly.
+fn ipoib_probe() -> bool {
+    use drivers_ipoib::hca::SimHca;
+    use drivers_ipoib::sim::{self, Costs, SimConfig};
+    use drivers_ipoib::{Mode, QueueConfig, RxQueue, RxQueueStorage};
+
+    let Ok(mode) = Mode::connected(256) else {
+        return false;
+    };
+    let storage: RxQueueStorage<'_, 4, 2> = RxQueueStorage::new();
+    let mut large = [0u8; 4 * 260];
+    let mut small = [0u8; 2 * 64];
+    let config = QueueConfig::new(mode, 3).with_copybreak(Some(64));
+    let Ok(queue) = RxQueue::new(&storage, &mut large, &mut small, config) else {
+        return false;
+    };
+    let mut hca = SimHca::new(&queue);
+    let mut a = [0u8; 128];
+    let mut b = [0u8; 128];
+    // The Ethernet frames of `frame`, from the IP header on, sent over IPoIB.
+    let fa = with_tcp_checksum(frame(&mut a, 1, 1, 40));
+    let fb = with_tcp_checksum(frame(&mut b, 41, 2, 40));
+    let tiny = [
+        0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+    if hca.deliver_ip(&fa[14..]).is_err()
+        || hca.deliver_ip(&fb[14..]).is_err()
+        || hca.deliver_ip(&tiny).is_err()
+    {
+        return false;
+    }
+    let mut engine: Engine<drivers_ipoib::RxBuf<'_, '_>, Sizes<4, 4>> = Engine::new(Config::lro());
+    let mut sink = Count {
+        segments: 0,
+        bytes: 0,
+    };
+    let meta = RxMeta::ipoib(0);
+    let done = drivers_ipoib::poll(&queue, &mut engine, &mut sink, &meta, 64);
+    let acc = queue.accounting();
+    let stats = queue.stats();
+    let queue_ok = done.frames == 3
+        && sink.segments == 2
+        && sink.bytes == (4 + 20 + 20 + 80) + (4 + 20)
+        && stats.copied == 1
+        && stats.handed_up == 2
+        && acc.is_consistent()
+        && acc.large_up == 0
+        && acc.small_up == 0
+        && queue.posted() == 3;
+    let mut c = SimConfig::seed_udp(Costs::SEED_ERA);
+    c.duration_ns = 1_000_000;
+    let model_ok = matches!(sim::run(&c), Ok(r) if r.delivered > 0);
+    queue_ok && model_ok
 }
