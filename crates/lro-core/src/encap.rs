@@ -144,6 +144,10 @@ pub trait Encap: 'static {
     /// Whether a frame whose header is `frame` may join a segment whose head's header is `held`
     /// (both as [`Encap::parse`] measured them, with equal [`EncapHeader::id`]). The default
     /// says yes.
+    ///
+    /// Two headers equal in every byte but the checksum field ([`EncapHeader::checksum`]) must
+    /// be allowed to merge: header prediction, which has compared exactly those bytes with the
+    /// head's, does not ask.
     fn may_merge(held: &[u8], frame: &[u8]) -> bool {
         let _ = (held, frame);
         true

@@ -18,9 +18,9 @@ use super::ack_memo::{AckMemo, AckMemory};
 /// segment may hold, and how many flows' newest ACK state is remembered once their segment was
 /// delivered. Implemented by [`Sizes`] only.
 ///
-/// Memory per flow is about `FRAMES * (size_of::<F>() + 12) + 600` bytes (the held state, the
-/// 256-byte header-prediction template and mask, the frame slots), plus `ACKS * 76` bytes for
-/// the ACK memory; `SIZING.md` in the crate has measured figures.
+/// Memory per flow is about `FRAMES * (size_of::<F>() + 8) + 540` bytes on a 32-bit target
+/// (the held state with its 320-byte header-prediction template, the key, the index links, the
+/// frame slots), plus `ACKS * 72` bytes for the ACK memory; `SIZING.md` in the crate has measured figures.
 pub trait Capacity: 'static + sealed::Sealed {
     /// Flow-table entries: a power of two, at most 32768.
     const FLOWS: usize;
