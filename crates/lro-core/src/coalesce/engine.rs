@@ -479,12 +479,7 @@ where
         let e = &self.store.flows()[usize::from(slot)];
         let want_sum = self.wants_sums(&e.layers);
         let verify = self.config.verify_checksums;
-        let head = if E::ENABLED {
-            head_bytes::<F, C, E>(&self.store, slot)
-        } else {
-            &[]
-        };
-        predict::read(bytes, head, meta, e, shape, verify, want_sum)
+        predict::read(bytes, meta, e, shape, verify, want_sum)
     }
 
     /// Carries out a predicted frame's decision other than an append (`slot`: the entry whose
@@ -972,12 +967,8 @@ where
             },
         };
         if e.tpl.is_predicted() {
-            // Prediction follows the layout of data flows: a segment headed by a pure ACK (the
-            // reverse direction of a bulk flow, typically) does not change it.
             let shape = e.tpl.layout();
-            if f.payload_len > 0 {
-                self.probe = self.probe.of(shape);
-            }
+            self.probe = self.probe.after_start(shape, f.payload_len > 0);
             if self.probe.covers(shape) {
                 candidates[self
                     .probe
