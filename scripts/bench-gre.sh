@@ -10,9 +10,11 @@
 # CAPTURE: pcap or pcap.xz of Ethernet frames (default data/default.pcap.xz); RUNS alternating
 # runs (default 9), each the best of 20 rounds, at BURST (default 32), with trusted checksums
 # (`--csum trust`; CSUM=verify in the environment for software verification). Variants: the plain
-# capture through the default build (engines that look through GRE), the plain capture through
-# a build without the `gre` feature (what GRE support costs plain traffic), and the capture in
-# GRE with K, with C+K, with K over outer IPv6, and as TEB (gretap). Prints per variant the
+# capture through the default build (which looks through GRE only when the capture carries
+# some: on this capture it runs the engine without the encapsulation layer), the plain capture
+# through a build without the `gre` feature (so the two should agree: what GRE support costs
+# plain traffic), and the capture in GRE with K, with C+K, with K over outer IPv6, and as TEB
+# (gretap), which the default build runs through the GRE engine. Prints per variant the
 # frames out and aggregation ratio, the median and minimum ns per frame, the ratio of medians
 # and the paired ratio (the median of each run's ratio to the plain run beside it) against the
 # plain capture through the default build, and callgrind's instructions per frame.
@@ -58,7 +60,7 @@ esac
 
 variants=(plain nogre k ck k6 teb)
 declare -A what=(
-  [plain]="plain capture, default build (GRE-capable engine)"
+  [plain]="plain capture, default build"
   [nogre]="plain capture, built without the gre feature"
   [k]="GRE K (key), outer IPv4"
   [ck]="GRE C+K (checksum, key), outer IPv4"
