@@ -176,6 +176,32 @@ fn kernel_captures_wrapped_every_way() {
     }
 }
 
+/// Header prediction covers the longest tunnel headers: the IPv6 flows of the capture inside
+/// IPv6 GRE with a checksum and a key (138 header bytes) and inside gretap over IPv6 (148),
+/// which are compared out of line. Every frame the plain capture predicts is predicted in the
+/// tunnel too, and prediction changes nothing in the output or the other counters.
+#[test]
+fn long_tunnel_headers_are_predicted() {
+    let frames = common::committed_capture("default.pcap.xz");
+    for config in [Config::gro(), Config::lro()] {
+        let (_, base) = go(config, &plain(&frames));
+        assert!(base.predicted > 0);
+        for spec in [
+            GreSpec::ipv6().checksum().key(42),
+            GreSpec::ipv6().checksum().teb(),
+        ] {
+            let (inputs, _) = wrap_all(&frames, Tunnel::new(spec, OuterId::Inner), 1);
+            let (rec, s) = go(config, &inputs);
+            assert_eq!(s.predicted, base.predicted, "{:?} {spec:?}", config.policy);
+            let (rec2, mut s2) = go(config.with_header_prediction(false), &inputs);
+            assert_eq!(s2.predicted, 0);
+            assert!(rec.out == rec2.out, "prediction changed the output");
+            s2.predicted = s.predicted;
+            assert_eq!(s, s2);
+        }
+    }
+}
+
 /// Outer IDs numbered per tunnel direction, as Linux numbers them: the inner flows sharing a
 /// tunnel share the counter. Under `Lro` (no ID rule) the aggregation is the plain capture's;
 /// under `Gro` the outer ID rule (Linux 6.18) splits a segment wherever another flow's frame

@@ -18,8 +18,8 @@ use super::ack_memo::{AckMemo, AckMemory};
 /// segment may hold, and how many flows' newest ACK state is remembered once their segment was
 /// delivered. Implemented by [`Sizes`] only.
 ///
-/// Memory per flow is about `FRAMES * (size_of::<F>() + 8) + 540` bytes on a 32-bit target
-/// (the held state with its 320-byte header-prediction template, the key, the index links, the
+/// Memory per flow is about `FRAMES * (size_of::<F>() + 8) + 600` bytes on a 32-bit target
+/// (the held state with its 384-byte header-prediction template, the key, the index links, the
 /// frame slots), plus `ACKS * 72` bytes for the ACK memory; `SIZING.md` in the crate has measured figures.
 pub trait Capacity: 'static + sealed::Sealed {
     /// Flow-table entries: a power of two, at most 32768.
