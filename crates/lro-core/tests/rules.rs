@@ -218,3 +218,81 @@ fn reverse_pure_ack_leaves_prediction_to_the_data_flow() {
     assert_eq!(sizes.iter().sum::<usize>(), 4);
     assert!(sizes.contains(&2), "the two data frames merged: {sizes:?}");
 }
+
+/// A flow of pure ACKs from port `port` (the reverse direction of a bulk transfer), with
+/// timestamps as Linux sends them (66 bytes: a pure ACK without options is a runt that
+/// Ethernet pads, and padding is the general path's).
+fn ack_flow(port: u16, id: u16, ack: u32) -> Vec<u8> {
+    let mut s = FrameSpec::ipv4_tcp(port, 40000);
+    if let IpSpec::V4(ip) = &mut s.ip {
+        ip.id = id;
+        std::mem::swap(&mut ip.src, &mut ip.dst);
+    }
+    frame(s.seq(7).ack(ack).flags(TCP_ACK).timestamps(ack, 9))
+}
+
+/// Pushes `frames` through a `Gro` engine of 4 entries, with or without header prediction:
+/// the verdicts, what the sink saw, and how many frames prediction read.
+fn gro_run(frames: &[Vec<u8>], prediction: bool) -> (Vec<Verdict>, Rec, u64) {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let config = Config::gro().with_header_prediction(prediction);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 16>> = Engine::new(config);
+    let mut rec = Rec::default();
+    let verdicts = frames
+        .iter()
+        .map(|f| engine.push(f.clone(), &meta, &mut rec))
+        .collect();
+    engine.flush_all(&mut rec);
+    assert!(engine.stats().is_conserved());
+    (verdicts, rec, engine.stats().predicted)
+}
+
+/// `Gro` passes every pure ACK alone, so their flow never starts a segment; it still gets an
+/// idle entry, and its next pure ACKs are read by header prediction, with the same verdicts
+/// and output as the parser's.
+#[test]
+fn gro_pure_ack_flows_are_predicted() {
+    let mut frames = Vec::new();
+    for i in 0..6u16 {
+        frames.push(data(i, 1000 + u32::from(i) * MSS as u32, 5, TCP_ACK));
+        frames.push(ack_flow(80, 100 + i, 2000 + u32::from(i) * 10));
+    }
+    let (verdicts, rec, predicted) = gro_run(&frames, true);
+    let (verdicts_off, rec_off, predicted_off) = gro_run(&frames, false);
+    assert_eq!(verdicts, verdicts_off);
+    assert_eq!(rec.segments, rec_off.segments);
+    assert_eq!(predicted_off, 0);
+    for v in verdicts.iter().skip(1).step_by(2) {
+        assert_eq!(*v, Verdict::Passed(lro_core::PassReason::PureAck));
+    }
+    // Five data frames appended and five pure ACKs after the first of their flow.
+    assert_eq!(predicted, 10, "{verdicts:?}");
+}
+
+/// With more pure-ACK flows than entries, they take fresh entries or each other's (the
+/// index's own test shows which), never a held one: the data flow's segment goes on, and
+/// everything comes out as without header prediction.
+#[test]
+fn gro_pure_ack_flows_take_no_held_entry() {
+    let mut frames = vec![data(1, 1000, 5, TCP_ACK)];
+    // Twelve flows of one pure ACK each, eight times over, while the data flow is held.
+    for round in 0..8u16 {
+        for port in 0..12u16 {
+            frames.push(ack_flow(
+                1000 + port,
+                round * 16 + port,
+                3000 + u32::from(round),
+            ));
+        }
+    }
+    frames.push(data(2, 1100, 5, TCP_ACK));
+    let (verdicts, rec, _) = gro_run(&frames, true);
+    let (verdicts_off, rec_off, _) = gro_run(&frames, false);
+    assert_eq!(verdicts, verdicts_off);
+    assert_eq!(rec.segments, rec_off.segments);
+    assert_eq!(
+        verdicts[verdicts.len() - 1],
+        Verdict::Merged,
+        "{verdicts:?}"
+    );
+}

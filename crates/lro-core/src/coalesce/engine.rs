@@ -68,6 +68,8 @@ pub struct Engine<F, C: Capacity = DefaultSizes, E: Encap = NoEncap> {
     held: usize,
     /// Where header prediction finds a frame's candidate entry.
     probe: Probe,
+    /// Counts the pure-ACK flows [`Engine::keep_idle`] found without an entry.
+    ack_misses: u8,
     _encap: PhantomData<fn() -> E>,
 }
 
@@ -261,6 +263,7 @@ where
             hold_deadline: u64::MAX,
             held: 0,
             probe: Probe::new(FlowHasher::new(config.hash_seed).multiplier()),
+            ack_misses: 0,
             _encap: PhantomData,
         }
     }
@@ -814,6 +817,9 @@ where
                 if let Some(slot) = inc.slot {
                     self.flush_slot(slot, FlushReason::Unmergeable, sink);
                 }
+                if reason == PassReason::PureAck && !inc.predicted {
+                    self.keep_idle(&inc, frame.as_ref(), meta);
+                }
                 self.count_tunnel_pass(&inc, reason);
                 self.deliver_alone(frame, reason, Some(self.alone_of(&inc)), sink)
             }
@@ -832,6 +838,79 @@ where
         if tpl.is_predicted() && self.probe.covers(tpl.layout()) {
             let i = self.probe.index(bytes, C::FLOWS * CANDIDATES_PER_FLOW);
             self.store.parts().candidates[i] = slot;
+        }
+    }
+
+    /// `Gro` passes every pure ACK alone ([`rules::pure_ack`]), so such a flow never starts a
+    /// segment and would never have an entry: every one of its frames would take the parser.
+    /// An idle entry with the flow's template lets header prediction find the next ones (the
+    /// reverse direction of a bulk transfer: up to half the frames of a trace whose receiver
+    /// ACKs every segment). Takes only a fresh or idle entry, never a held one, and changes no
+    /// decision: predicted or parsed, the rules pass the pure ACK alone.
+    ///
+    /// The entry goes to the oldest end of the idle list, and it may reuse only a fresh entry
+    /// or another such one ([`Index::insert_idle`](crate::flow::table)): with more flows
+    /// than entries, pure-ACK flows would otherwise take the entries of data flows between
+    /// their segments, and both would pay for a new template on every frame.
+    #[inline(always)]
+    fn keep_idle(&mut self, inc: &Incoming<E::Tunnel>, bytes: &[u8], meta: &RxMeta) {
+        if !self.config.header_prediction {
+            return;
+        }
+        match inc.entry {
+            Some(slot) => self.propose(slot, bytes),
+            None => {
+                // Another pure-ACK flow's entry only on one miss in eight: with more such
+                // flows than entries they would take each other's on every frame, each
+                // paying for a template never used.
+                self.ack_misses = self.ack_misses.wrapping_add(1);
+                let reuse = self.ack_misses.is_multiple_of(8);
+                if reuse || self.store.parts().index.has_fresh() {
+                    self.new_idle_entry(inc, bytes, meta, reuse);
+                }
+            }
+        }
+    }
+
+    /// [`Engine::keep_idle`] for a flow without an entry: a fresh one, or (`reuse`) the oldest
+    /// idle one if it is another pure-ACK flow's. Never a data flow's: when every entry is a
+    /// data flow's (more flows than entries), their templates are worth more.
+    #[inline(never)]
+    fn new_idle_entry(
+        &mut self,
+        inc: &Incoming<E::Tunnel>,
+        bytes: &[u8],
+        meta: &RxMeta,
+        reuse: bool,
+    ) {
+        let Parts {
+            mut index, flows, ..
+        } = self.store.parts();
+        let reusable = |slot: u16| reuse && flows[usize::from(slot)].ack_only;
+        let Some(slot) = index.insert_idle(inc.hash, &inc.key, reusable) else {
+            return;
+        };
+        flows[usize::from(slot)].ack_only = true;
+        self.adopt(slot, bytes, inc, meta);
+        let shape = self.store.flows()[usize::from(slot)].tpl.layout();
+        self.probe = self.probe.after_start(shape, false);
+        self.propose(slot, bytes);
+    }
+
+    /// Makes the entry `slot` describe the frame `bytes` the general path parsed: its layers,
+    /// hash, pseudo header and (with header prediction) its template.
+    #[inline(always)]
+    fn adopt(&mut self, slot: u16, bytes: &[u8], inc: &Incoming<E::Tunnel>, meta: &RxMeta) {
+        let prediction = self.config.header_prediction;
+        let e = &mut self.store.parts().flows[usize::from(slot)];
+        e.layers = inc.layers;
+        e.hash = inc.hash;
+        e.pseudo = inc.key.flow.pseudo_header();
+        if prediction {
+            e.tpl
+                .fill(bytes, &e.layers, &e.pseudo, inc.facts.options, meta);
+        } else {
+            e.tpl.clear();
         }
     }
 
@@ -908,7 +987,10 @@ where
                 slot
             }
         };
-        let prediction = self.config.header_prediction;
+        if !inc.predicted {
+            // Otherwise the entry's: the frame's headers equal its template's under the mask.
+            self.adopt(slot, frame.as_ref(), inc, meta);
+        }
         let Parts {
             flows,
             frames,
@@ -917,21 +999,9 @@ where
         } = self.store.parts();
         let s = usize::from(slot);
         let e = &mut flows[s];
-        let l = &inc.layers;
-        let first_l3 = l.first_l3() as u32;
+        let first_l3 = inc.layers.first_l3() as u32;
         e.count = 1;
-        if !inc.predicted {
-            // Otherwise the entry's: the frame's headers equal its template's under the mask.
-            e.layers = *l;
-            e.hash = inc.hash;
-            e.pseudo = inc.key.flow.pseudo_header();
-            if prediction {
-                e.tpl
-                    .fill(frame.as_ref(), &e.layers, &e.pseudo, f.options, meta);
-            } else {
-                e.tpl.clear();
-            }
-        }
+        e.ack_only = false;
         e.next_seq = f.seq.wrapping_add(f.payload_len);
         e.ack = f.ack;
         e.window = f.window;

@@ -254,6 +254,9 @@ pub struct FlowState {
     pub(crate) payload_len: u32,
     /// ACKs absorbed into the head (the head's ACK fields need rewriting even alone).
     pub(crate) absorbed: u16,
+    /// An idle entry kept only for header prediction of a `Gro` flow of pure ACKs: the first
+    /// idle entry to be reused, and the only kind such a flow may take from another flow.
+    pub(crate) ack_only: bool,
     pub(crate) first_time: u64,
     pub(crate) last_time: u64,
     /// The flow key's hash (the key stays in the index slot of the same number, also once the
@@ -307,6 +310,7 @@ impl FlowState {
         },
         payload_len: 0,
         absorbed: 0,
+        ack_only: false,
         first_time: 0,
         last_time: 0,
         hash: 0,

@@ -121,6 +121,12 @@ impl<T: Copy + Eq> Index<'_, T> {
         hash as usize & (n - 1)
     }
 
+    /// Whether some entry was never used.
+    #[inline]
+    pub(crate) fn has_fresh(&self) -> bool {
+        usize::from(self.ends.fresh) < self.links.len()
+    }
+
     /// Whether a new flow needs an entry evicted first: none fresh, none idle.
     #[inline]
     pub(crate) fn is_full(&self) -> bool {
@@ -142,25 +148,53 @@ impl<T: Copy + Eq> Index<'_, T> {
     /// the most recent: a fresh one, or the idle one delivered longest ago (its flow leaves the
     /// index). `None` when full (the caller evicts a held entry first).
     pub(crate) fn insert(&mut self, hash: u32, key: &Key<T>) -> Option<u16> {
-        let slot = if usize::from(self.ends.fresh) < self.links.len() {
+        let slot = self.take(|_| true)?;
+        self.bucket_in(slot, hash, key);
+        self.link_newest(slot, State::Held);
+        Some(slot)
+    }
+
+    /// An idle entry for a flow that has none, at the oldest end of the idle list (the first
+    /// to be reused): a fresh one, or the idle one delivered longest ago if `reusable` says
+    /// so. `None` otherwise: such an entry never takes one a held or busier flow may want.
+    pub(crate) fn insert_idle(
+        &mut self,
+        hash: u32,
+        key: &Key<T>,
+        reusable: impl FnOnce(u16) -> bool,
+    ) -> Option<u16> {
+        let slot = self.take(reusable)?;
+        self.bucket_in(slot, hash, key);
+        self.link_oldest(slot, State::Idle);
+        Some(slot)
+    }
+
+    /// A fresh entry, else the oldest idle one if `reusable` says so (its flow leaves the
+    /// index), on no list.
+    #[inline]
+    fn take(&mut self, reusable: impl FnOnce(u16) -> bool) -> Option<u16> {
+        if self.has_fresh() {
             self.ends.fresh += 1;
-            self.ends.fresh - 1
-        } else if self.ends.idle.oldest != NIL {
-            let slot = self.ends.idle.oldest;
-            self.unlink(slot);
-            self.unbucket(slot);
-            slot
-        } else {
+            return Some(self.ends.fresh - 1);
+        }
+        let slot = self.ends.idle.oldest;
+        if slot == NIL || !reusable(slot) {
             return None;
-        };
+        }
+        self.unlink(slot);
+        self.unbucket(slot);
+        Some(slot)
+    }
+
+    /// Puts `key` in the entry `slot` and the entry in its bucket.
+    #[inline]
+    fn bucket_in(&mut self, slot: u16, hash: u32, key: &Key<T>) {
         let s = usize::from(slot);
         let b = Self::bucket(hash, self.buckets.len());
         self.keys[s] = *key;
         self.links[s].hash = hash;
         self.links[s].chain = self.buckets[b];
         self.buckets[b] = slot;
-        self.link_newest(slot, State::Held);
-        Some(slot)
     }
 
     /// Makes the idle entry `slot` held again, the most recent (its flow starts a segment).
@@ -236,6 +270,21 @@ impl<T: Copy + Eq> Index<'_, T> {
             self.list(state).oldest = slot;
         }
         self.list(state).newest = slot;
+    }
+
+    /// Puts `slot` at the oldest end of the list of `state`.
+    fn link_oldest(&mut self, slot: u16, state: State) {
+        let oldest = self.list(state).oldest;
+        let l = &mut self.links[usize::from(slot)];
+        l.older = NIL;
+        l.newer = oldest;
+        l.state = state;
+        if oldest != NIL {
+            self.links[usize::from(oldest)].older = slot;
+        } else {
+            self.list(state).newest = slot;
+        }
+        self.list(state).oldest = slot;
     }
 
     /// Takes `slot` out of its bucket's chain.
@@ -357,6 +406,40 @@ mod tests {
         assert_eq!(idx.newer(s[2]), Some(s[3]));
         assert_eq!(idx.newer(s[3]), Some(s[0]));
         assert_eq!(idx.newer(s[0]), None);
+    }
+
+    #[test]
+    fn entries_inserted_idle_are_reused_first_and_take_only_what_they_may() {
+        let mut arrays = Arrays::<4>::new();
+        let mut idx = arrays.index();
+        let a = idx.insert(1, &key(1)).unwrap();
+        idx.park(a);
+        // Fresh entries first, whatever `reusable` says.
+        let b = idx.insert_idle(2, &key(2), |_| false).unwrap();
+        assert_eq!(idx.find(2, &key(2)), Some(b));
+        let c = idx.insert(3, &key(3)).unwrap();
+        let d = idx.insert(4, &key(4)).unwrap();
+        idx.park(c);
+        // None fresh: the oldest idle entry is `b` (at the oldest end although newer than
+        // `a`), taken only if `reusable` allows it.
+        assert_eq!(idx.insert_idle(5, &key(5), |_| false), None);
+        let mut asked = None;
+        let e = idx
+            .insert_idle(5, &key(5), |s| {
+                asked = Some(s);
+                true
+            })
+            .unwrap();
+        assert_eq!((asked, e), (Some(b), b));
+        assert_eq!(idx.find(2, &key(2)), None);
+        assert_eq!(idx.find(5, &key(5)), Some(e));
+        // A flow starting a segment takes the entry inserted idle before the older `a`.
+        let f = idx.insert(6, &key(6)).unwrap();
+        assert_eq!(f, e);
+        assert_eq!(idx.insert(7, &key(7)), Some(a));
+        assert_eq!(idx.insert(8, &key(8)), Some(c));
+        assert_eq!(idx.insert(9, &key(9)), None);
+        assert_eq!(idx.oldest(), Some(d));
     }
 
     #[test]
