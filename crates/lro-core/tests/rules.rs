@@ -3,7 +3,7 @@
 //! sink's point of view only.
 #![cfg(feature = "test-utils")]
 
-use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
+use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_ECE, TCP_PSH};
 use lro_core::{Config, Engine, RxChecksum, RxMeta, Segment, Sink, Sizes, Verdict};
 
 /// What the sink saw: the frames of each segment (head first, as rewritten), and the
@@ -11,11 +11,13 @@ use lro_core::{Config, Engine, RxChecksum, RxMeta, Segment, Sink, Sizes, Verdict
 #[derive(Default, Debug)]
 struct Rec {
     segments: Vec<Vec<Vec<u8>>>,
+    causes: Vec<lro_core::Cause>,
     released: Vec<Vec<u8>>,
 }
 
 impl Sink<Vec<u8>> for Rec {
     fn segment(&mut self, seg: Segment<'_, Vec<u8>>) {
+        self.causes.push(seg.info().cause);
         self.segments.push(seg.into_frames().collect());
     }
 
@@ -261,6 +263,7 @@ fn gro_pure_ack_flows_are_predicted() {
     let (verdicts_off, rec_off, predicted_off) = gro_run(&frames, false);
     assert_eq!(verdicts, verdicts_off);
     assert_eq!(rec.segments, rec_off.segments);
+    assert_eq!(rec.causes, rec_off.causes);
     assert_eq!(predicted_off, 0);
     for v in verdicts.iter().skip(1).step_by(2) {
         assert_eq!(*v, Verdict::Passed(lro_core::PassReason::PureAck));
@@ -294,5 +297,44 @@ fn gro_pure_ack_flows_take_no_held_entry() {
         verdicts[verdicts.len() - 1],
         Verdict::Merged,
         "{verdicts:?}"
+    );
+}
+
+/// The entry a pure ACK gets under `Gro` carries the IP fields of its template: header
+/// prediction takes them from the entry for the data frame that starts a segment there, and
+/// the next frame, parsed, is judged against them (found by the differential property: a stale
+/// TTL flushed for `ip_fields` where the parser's run said `flags`).
+#[test]
+fn gro_pure_ack_entry_keeps_the_ip_fields_of_its_template() {
+    let reverse = |id: u16, seq: u32, flags: u8, payload: &[u8]| {
+        let mut s = FrameSpec::ipv4_tcp(80, 40000);
+        if let IpSpec::V4(ip) = &mut s.ip {
+            ip.id = id;
+            std::mem::swap(&mut ip.src, &mut ip.dst);
+        }
+        frame(
+            s.seq(seq)
+                .ack(100)
+                .flags(flags)
+                .timestamps(5, 9)
+                .payload(payload),
+        )
+    };
+    let payload = [7u8; MSS];
+    let frames = [
+        reverse(1, 7, TCP_ACK, &[]),
+        // Predicted against the pure ACK's template: starts a segment in its entry.
+        reverse(2, 7, TCP_ACK, &payload),
+        // ECE: not the template's flags, so parsed, and judged against the entry.
+        reverse(3, 7 + MSS as u32, TCP_ACK | TCP_ECE, &payload),
+    ];
+    let (verdicts, rec, predicted) = gro_run(&frames, true);
+    let (verdicts_off, rec_off, _) = gro_run(&frames, false);
+    assert_eq!(predicted, 1, "{verdicts:?}");
+    assert_eq!(verdicts, verdicts_off);
+    assert_eq!(rec.causes, rec_off.causes);
+    assert_eq!(
+        rec.causes[1],
+        lro_core::Cause::Flushed(lro_core::FlushReason::Flags)
     );
 }

@@ -233,6 +233,22 @@ struct Alone<T> {
     window: u16,
 }
 
+impl<T> Alone<T> {
+    #[inline(always)]
+    fn of(key: Key<T>, hash: u32, layers: &Layers, f: &Fields) -> Self {
+        Self {
+            key,
+            hash,
+            l3: u32::from(layers.l3),
+            l4: u32::from(layers.l4),
+            payload_len: f.payload_len,
+            flags: f.flags,
+            ack: f.ack,
+            window: f.window,
+        }
+    }
+}
+
 impl<F, C: Capacity, E: Encap> Engine<F, C, E>
 where
     F: AsRef<[u8]> + AsMut<[u8]>,
@@ -508,6 +524,32 @@ where
         self.stats.predicted += 1;
         self.count_in(facts.payload_len, facts.outer.is_some());
         let e = &self.store.flows()[usize::from(slot)];
+        // The common decisions that need nothing more of the frame, taken without an
+        // `Incoming`: what `act` would do, minus its copies.
+        match decision {
+            Decision::Join(slot, Merge::Absorb) => {
+                return self.absorb(slot, frame, &facts, meta.time, sink);
+            }
+            // A data frame starting a segment in the entry whose template it matched (the
+            // flow's first frame after a flush): what `start` does for it.
+            Decision::Start | Decision::FlushThenStart(..)
+                if facts.payload_len > 0 && rules::may_start(&facts).is_ok() =>
+            {
+                if let Decision::FlushThenStart(held, reason) = decision {
+                    self.flush_slot(held, reason, sink);
+                }
+                self.store.parts().index.activate(slot);
+                return self.begin(slot, frame, &facts, sum, ip_end, meta.time);
+            }
+            Decision::Alone(reason) if held.is_none() => {
+                if E::ENABLED && facts.outer.is_some() {
+                    self.stats.tunnel.passed[reason.index()] += 1;
+                }
+                let alone = Alone::of(*self.store.key(slot), e.hash, &e.layers, &facts);
+                return self.deliver_alone(frame, reason, Some(alone), sink);
+            }
+            _ => {}
+        }
         let inc = Incoming {
             key: *self.store.key(slot),
             hash: e.hash,
@@ -807,7 +849,9 @@ where
                     sink,
                 )
             }
-            Decision::Join(slot, Merge::Absorb) => self.absorb(slot, frame, &inc, sink),
+            Decision::Join(slot, Merge::Absorb) => {
+                self.absorb(slot, frame, &inc.facts, inc.time, sink)
+            }
             Decision::Join(slot, Merge::Duplicate) => {
                 // The held segment goes first, then the duplicate on its own.
                 self.flush_slot(slot, FlushReason::Unmergeable, sink);
@@ -898,7 +942,9 @@ where
     }
 
     /// Makes the entry `slot` describe the frame `bytes` the general path parsed: its layers,
-    /// hash, pseudo header and (with header prediction) its template.
+    /// hash, pseudo header, IP fields and (with header prediction) its template. Header
+    /// prediction reads the IP fields the template compares from the entry
+    /// ([`predict::View`]), so they are set with the template, not only when a segment starts.
     #[inline(always)]
     fn adopt(&mut self, slot: u16, bytes: &[u8], inc: &Incoming<E::Tunnel>, meta: &RxMeta) {
         let prediction = self.config.header_prediction;
@@ -906,6 +952,8 @@ where
         e.layers = inc.layers;
         e.hash = inc.hash;
         e.pseudo = inc.key.flow.pseudo_header();
+        e.ip = held_ip(&inc.facts.ip);
+        e.outer = inc.facts.outer.as_ref().map_or(IpHeld::default(), held_ip);
         if prediction {
             e.tpl
                 .fill(bytes, &e.layers, &e.pseudo, inc.facts.options, meta);
@@ -922,16 +970,7 @@ where
     }
 
     fn alone_of(&self, inc: &Incoming<E::Tunnel>) -> Alone<E::Tunnel> {
-        Alone {
-            key: inc.key,
-            hash: inc.hash,
-            l3: u32::from(inc.layers.l3),
-            l4: u32::from(inc.layers.l4),
-            payload_len: inc.facts.payload_len,
-            flags: inc.facts.flags,
-            ack: inc.facts.ack,
-            window: inc.facts.window,
-        }
+        Alone::of(inc.key, inc.hash, &inc.layers, &inc.facts)
     }
 
     /// Starts a segment with the frame as its head (Linux: the packet is held).
@@ -991,6 +1030,21 @@ where
             // Otherwise the entry's: the frame's headers equal its template's under the mask.
             self.adopt(slot, frame.as_ref(), inc, meta);
         }
+        self.begin(slot, frame, f, inc.sum, inc.ip_end, inc.time)
+    }
+
+    /// Makes the frame (its facts `f`, payload sum, datagram end and arrival time) the head of
+    /// a segment in the entry `slot`, whose layers and template describe it.
+    #[inline(never)]
+    fn begin(
+        &mut self,
+        slot: u16,
+        frame: F,
+        f: &Fields,
+        sum: PayloadSum,
+        ip_end: u32,
+        time: u64,
+    ) -> Verdict {
         let Parts {
             flows,
             frames,
@@ -999,7 +1053,7 @@ where
         } = self.store.parts();
         let s = usize::from(slot);
         let e = &mut flows[s];
-        let first_l3 = inc.layers.first_l3() as u32;
+        let first_l3 = e.layers.first_l3() as u32;
         e.count = 1;
         e.ack_only = false;
         e.next_seq = f.seq.wrapping_add(f.payload_len);
@@ -1013,12 +1067,12 @@ where
         e.mss = f.payload_len;
         e.max_payload = f.payload_len;
         e.data_frames = u16::from(f.payload_len > 0);
-        e.ip_len = inc.ip_end - first_l3;
+        e.ip_len = ip_end - first_l3;
         e.payload_len = f.payload_len;
         e.absorbed = 0;
-        e.first_time = inc.time;
-        e.last_time = inc.time;
-        e.sums = match inc.sum {
+        e.first_time = time;
+        e.last_time = time;
+        e.sums = match sum {
             PayloadSum::None => Sums {
                 complete: false,
                 ..Sums::default()
@@ -1048,11 +1102,11 @@ where
         frames[s * C::FRAMES] = Some(Held {
             frame,
             start: 0,
-            end: inc.ip_end,
+            end: ip_end,
         });
         self.held += 1;
         if let Some(max) = self.config.max_hold {
-            self.hold_deadline = self.hold_deadline.min(inc.time.saturating_add(max));
+            self.hold_deadline = self.hold_deadline.min(time.saturating_add(max));
         }
         Verdict::Held
     }
@@ -1146,10 +1200,10 @@ where
         &mut self,
         slot: u16,
         frame: F,
-        inc: &Incoming<E::Tunnel>,
+        f: &Fields,
+        time: u64,
         sink: &mut K,
     ) -> Verdict {
-        let f = &inc.facts;
         let Parts {
             mut index, flows, ..
         } = self.store.parts();
@@ -1160,7 +1214,7 @@ where
             e.ts = Some(ts);
         }
         e.absorbed += 1;
-        e.last_time = inc.time;
+        e.last_time = time;
         index.touch(slot);
         self.stats.acks_merged += 1;
         self.stats.absorbed += 1;
