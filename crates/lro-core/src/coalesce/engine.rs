@@ -564,7 +564,7 @@ where
             predicted: true,
             time: meta.time,
         };
-        self.act(frame, inc, decision, meta, sink)
+        self.act(frame, &inc, decision, meta, sink)
     }
 
     /// Everything header prediction does not read: parse, look the flow up, verify checksums,
@@ -652,7 +652,7 @@ where
             let memo = || ack_memo::get(self.store.acks(), &inc.key, inc.hash);
             self.judge(self.config.policy, &f, inc.checked, slot, inc.time, memo)
         };
-        self.act(frame, inc, decision, meta, sink)
+        self.act(frame, &inc, decision, meta, sink)
     }
 
     #[inline(always)]
@@ -826,7 +826,7 @@ where
     fn act<K: Sink<F> + ?Sized>(
         &mut self,
         frame: F,
-        inc: Incoming<E::Tunnel>,
+        inc: &Incoming<E::Tunnel>,
         decision: Decision,
         meta: &RxMeta,
         sink: &mut K,
@@ -855,23 +855,23 @@ where
             Decision::Join(slot, Merge::Duplicate) => {
                 // The held segment goes first, then the duplicate on its own.
                 self.flush_slot(slot, FlushReason::Unmergeable, sink);
-                self.deliver_alone(frame, PassReason::DupAck, Some(self.alone_of(&inc)), sink)
+                self.deliver_alone(frame, PassReason::DupAck, Some(self.alone_of(inc)), sink)
             }
             Decision::Alone(reason) => {
                 if let Some(slot) = inc.slot {
                     self.flush_slot(slot, FlushReason::Unmergeable, sink);
                 }
                 if reason == PassReason::PureAck && !inc.predicted {
-                    self.keep_idle(&inc, frame.as_ref(), meta);
+                    self.keep_idle(inc, frame.as_ref(), meta);
                 }
-                self.count_tunnel_pass(&inc, reason);
-                self.deliver_alone(frame, reason, Some(self.alone_of(&inc)), sink)
+                self.count_tunnel_pass(inc, reason);
+                self.deliver_alone(frame, reason, Some(self.alone_of(inc)), sink)
             }
             Decision::FlushThenStart(slot, reason) => {
                 self.flush_slot(slot, reason, sink);
-                self.start(frame, &inc, meta, sink)
+                self.start(frame, inc, meta, sink)
             }
-            Decision::Start => self.start(frame, &inc, meta, sink),
+            Decision::Start => self.start(frame, inc, meta, sink),
         }
     }
 
