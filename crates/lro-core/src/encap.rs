@@ -113,7 +113,8 @@ pub struct EncapFix {
     /// Bytes after the header, to the end of the outer datagram (every inner header already
     /// rewritten).
     pub payload_len: usize,
-    /// Their ones'-complement sum, folded; `None` when the output carries a partial TCP checksum
+    /// Their ones'-complement sum, folded; `None` when the header has no checksum over them
+    /// ([`EncapHeader::checksum`] is `None`), or when the output carries a partial TCP checksum
     /// ([`OutChecksum::Partial`](crate::OutChecksum)) and no sum was kept.
     pub payload_sum: Option<u16>,
 }

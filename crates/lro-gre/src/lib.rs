@@ -235,12 +235,20 @@ impl Encap for Gre {
     /// Rewrites the checksum when C is set (RFC 2784 section 2.5), from the sum of what follows
     /// the header: no payload byte is read. Without that sum (never the case through the engine,
     /// which keeps payload sums whenever a header has a checksum) the field is left as it is.
+    ///
+    /// `header` is exactly the header [`Encap::parse`] measured, so it is summed as it is
+    /// ([`Header::fill_checksum`] would measure it again: a routing field has a variable
+    /// length).
     #[inline]
     fn fix(header: &mut [u8], fix: &EncapFix) {
-        let mut h = Header::new_unchecked(header);
-        if let (true, Some(sum)) = (h.checksum_present(), fix.payload_sum) {
-            h.fill_checksum(sum);
+        let Some(sum) = fix.payload_sum else { return };
+        let mut h = Header::new_unchecked(&mut *header);
+        if !h.checksum_present() {
+            return;
         }
+        h.set_checksum(0);
+        let s = lro_core::csum::add(lro_core::csum::sum_header(header), sum);
+        Header::new_unchecked(header).set_checksum(lro_core::csum::finish(s));
     }
 }
 

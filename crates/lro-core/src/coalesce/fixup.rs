@@ -153,27 +153,58 @@ pub(crate) fn fix_headers<E: Encap>(
     };
     th[tcp::field::CHECKSUM].copy_from_slice(&check.to_be_bytes());
     if let Some(o) = l.outer.as_ref().filter(|_| E::ENABLED) {
-        fix_outer::<E>(h, o, payload, end, payload_sum);
+        // With a complete TCP checksum written, the TCP segment sums to minus its pseudo
+        // header's sum, whatever its bytes: the encapsulation's checksum needs no second pass
+        // over the headers (see `fix_outer`).
+        let segment_sum = match (tcp, payload_sum) {
+            (TcpSum::Full, Some(_)) => Some(!pseudo.sum(tcp_len)),
+            _ => None,
+        };
+        fix_outer::<E>(h, l, o, end, payload_sum, segment_sum);
     }
 }
 
 /// The tunnel part of [`fix_headers`]: the encapsulation header through [`Encap::fix`], then
-/// the outer IP length and header checksum (`h`: the headers, `payload` long).
+/// the outer IP length and header checksum (`h`: the headers, `l.payload` long).
+///
+/// [`Encap::fix`] is given the sum of everything after the encapsulation header only when the
+/// header has a checksum over it. That sum is, when `segment_sum` (the TCP segment's sum, from
+/// its complete checksum) is known, the sum of the bytes between the encapsulation header and
+/// the inner IP header (a tunnelled Ethernet header), of the inner IP header (an IPv4 header
+/// with its checksum sums to zero; IPv6 and its extension headers are summed), and of the TCP
+/// segment; otherwise every header byte is summed and `payload_sum` added.
 #[inline(never)]
 fn fix_outer<E: Encap>(
     h: &mut [u8],
+    l: &Layers,
     o: &OuterLayers,
-    payload: usize,
     end: usize,
     payload_sum: Option<u16>,
+    segment_sum: Option<u16>,
 ) {
-    let (encap, inner) = (usize::from(o.encap), usize::from(o.inner));
-    if inner > payload {
+    let (encap, inner, payload) = (usize::from(o.encap), usize::from(o.inner), l.header_len());
+    let (l3, l4) = (usize::from(l.l3), usize::from(l.l4));
+    if inner > l3 || l3 > l4 || l4 > payload {
         return;
     }
-    // What follows the encapsulation header: its headers as rewritten, then the payload.
-    let after =
-        payload_sum.map(|s| csum::add_at_offset(csum::sum(&h[inner..payload]), s, payload - inner));
+    let after = match (o.checksum, segment_sum) {
+        (None, _) => None,
+        (Some(_), Some(segment)) => {
+            let ip = if l.v6 {
+                csum::sum_header(&h[l3..l4])
+            } else {
+                0
+            };
+            let link = if inner < l3 {
+                csum::sum(&h[inner..l3])
+            } else {
+                0
+            };
+            Some(csum::add(csum::add(link, ip), segment))
+        }
+        (Some(_), None) => payload_sum
+            .map(|s| csum::add_at_offset(csum::sum(&h[inner..payload]), s, payload - inner)),
+    };
     if let Some(eh) = h.get_mut(encap..inner) {
         E::fix(
             eh,

@@ -355,9 +355,10 @@ impl Template {
     }
 
     /// Whether `bytes` (arriving with `meta`) repeats the template in every byte the mask
-    /// keeps. Compares 16 bytes at a time: the first 64 bytes (or 128 for a longer header) when
-    /// the frame has them, the mask being zero past the header; otherwise two or four blocks,
-    /// the last ones overlapping the first so that no byte past the compared length is read.
+    /// keeps. Compares 16 bytes at a time: the first 64 bytes (96 or 128 for a longer header)
+    /// when the frame has them, the mask being zero past the header; otherwise four, six or
+    /// eight blocks of the compared length, the last ones overlapping the first so that no
+    /// byte past it is read.
     #[inline(always)]
     pub(crate) fn matches(&self, bytes: &[u8], meta: &RxMeta, shape: Shape) -> bool {
         // Between 16 and LEN for any template `fill` made (an empty one is
@@ -400,6 +401,19 @@ impl Template {
             match bytes.first_chunk::<64>() {
                 Some(b) => (diff(b, 0) | diff(b, 16) | diff(b, 32) | diff(b, 48)) == 0,
                 None => short(4),
+            }
+        } else if n <= 96 {
+            // A tunnel over IPv4 (GRE with a key: 78 bytes to the TCP flags, 90 to the
+            // timestamps' kinds).
+            match bytes.first_chunk::<96>() {
+                Some(b) => {
+                    let mut d = 0;
+                    for at in (0..96).step_by(16) {
+                        d |= diff(b, at);
+                    }
+                    d == 0
+                }
+                None => short(6),
             }
         } else if n <= 128 {
             match bytes.first_chunk::<128>() {
