@@ -390,40 +390,36 @@ impl Template {
             }
             d
         };
-        // The first 64 or 128 bytes when the frame has them (the mask is zero past the
+        // The first 64, 96 or 128 bytes when the frame has them (the mask is zero past the
         // header); otherwise only the compared bytes (a pure ACK without options, a tunnel's
         // long header).
         let short = |k: usize| match bytes.get(..n) {
             Some(b) if n >= 16 => blocks(b, k) == 0,
             _ => false,
         };
+        // Every block of the first 64, 96 or 128 bytes.
+        let whole = |b: &[u8]| {
+            let mut d = 0;
+            for at in (0..b.len()).step_by(16) {
+                d |= diff(b, at);
+            }
+            d == 0
+        };
         if n <= 64 {
             match bytes.first_chunk::<64>() {
-                Some(b) => (diff(b, 0) | diff(b, 16) | diff(b, 32) | diff(b, 48)) == 0,
+                Some(b) => whole(b),
                 None => short(4),
             }
         } else if n <= 96 {
             // A tunnel over IPv4 (GRE with a key: 78 bytes to the TCP flags, 90 to the
             // timestamps' kinds).
             match bytes.first_chunk::<96>() {
-                Some(b) => {
-                    let mut d = 0;
-                    for at in (0..96).step_by(16) {
-                        d |= diff(b, at);
-                    }
-                    d == 0
-                }
+                Some(b) => whole(b),
                 None => short(6),
             }
         } else if n <= 128 {
             match bytes.first_chunk::<128>() {
-                Some(b) => {
-                    let mut d = 0;
-                    for at in (0..128).step_by(16) {
-                        d |= diff(b, at);
-                    }
-                    d == 0
-                }
+                Some(b) => whole(b),
                 None => short(8),
             }
         } else {

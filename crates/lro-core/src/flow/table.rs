@@ -259,32 +259,37 @@ impl<T: Copy + Eq> Index<'_, T> {
     /// Puts `slot` at the newest end of the list of `state`.
     #[inline]
     fn link_newest(&mut self, slot: u16, state: State) {
-        let newest = self.list(state).newest;
-        let l = &mut self.links[usize::from(slot)];
-        l.older = newest;
-        l.newer = NIL;
-        l.state = state;
-        if newest != NIL {
-            self.links[usize::from(newest)].newer = slot;
-        } else {
-            self.list(state).oldest = slot;
-        }
-        self.list(state).newest = slot;
+        self.link_at(slot, state, true);
     }
 
     /// Puts `slot` at the oldest end of the list of `state`.
     fn link_oldest(&mut self, slot: u16, state: State) {
-        let oldest = self.list(state).oldest;
-        let l = &mut self.links[usize::from(slot)];
-        l.older = NIL;
-        l.newer = oldest;
-        l.state = state;
-        if oldest != NIL {
-            self.links[usize::from(oldest)].older = slot;
+        self.link_at(slot, state, false);
+    }
+
+    /// Puts `slot` at one end of the list of `state`: the newest (`newest`) or the oldest.
+    #[inline(always)]
+    fn link_at(&mut self, slot: u16, state: State, newest: bool) {
+        let end = if newest {
+            self.list(state).newest
         } else {
+            self.list(state).oldest
+        };
+        let l = &mut self.links[usize::from(slot)];
+        (l.older, l.newer) = if newest { (end, NIL) } else { (NIL, end) };
+        l.state = state;
+        if end == NIL {
+            *self.list(state) = List {
+                oldest: slot,
+                newest: slot,
+            };
+        } else if newest {
+            self.links[usize::from(end)].newer = slot;
             self.list(state).newest = slot;
+        } else {
+            self.links[usize::from(end)].older = slot;
+            self.list(state).oldest = slot;
         }
-        self.list(state).oldest = slot;
     }
 
     /// Takes `slot` out of its bucket's chain.
