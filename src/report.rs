@@ -240,7 +240,7 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     if s.predicted > 0 {
         let _ = writeln!(
             t,
-            "predicted    {} frames appended by header prediction",
+            "predicted    {} frames read by header prediction (without the parser and the flow lookup)",
             s.predicted
         );
     }

@@ -247,8 +247,9 @@ pub struct Stats {
     pub trimmed: u64,
     /// Flows evicted because the table was full (also counted in `flushes`).
     pub evictions: u64,
-    /// Frames header prediction took ([`Config::header_prediction`](crate::Config)): appended,
-    /// or starting their flow's next segment, without the parser and the flow lookup.
+    /// Frames header prediction took ([`Config::header_prediction`](crate::Config)), without
+    /// the parser and the flow lookup: appended, absorbed, starting their flow's next segment,
+    /// or passed alone (a pure ACK under `Gro`).
     pub predicted: u64,
     /// Frames delivered on their own, by reason.
     pub passed: [u64; PassReason::COUNT],
