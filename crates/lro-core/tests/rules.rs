@@ -338,3 +338,90 @@ fn gro_pure_ack_entry_keeps_the_ip_fields_of_its_template() {
         lro_core::Cause::Flushed(lro_core::FlushReason::Flags)
     );
 }
+
+/// A pure ACK with SACK blocks has a longer TCP header than its flow's template: header
+/// prediction reads it as a variant of the template (its own options and payload offset) and
+/// takes it when the rules pass it alone, after the flow's held ACK (`Lro`: options other
+/// than timestamps; `Gro`: a pure ACK). Verdicts, output and causes are the parser's; a data
+/// frame with SACK blocks that could merge under `Gro`, and one whose data offset is out of
+/// range, go to the general path.
+#[test]
+fn sack_acks_are_predicted_as_variants_of_their_flows_template() {
+    let sack_ack = |id: u16, ack: u32, blocks: &[(u32, u32)]| {
+        let mut s = FrameSpec::ipv4_tcp(80, 40000);
+        if let IpSpec::V4(ip) = &mut s.ip {
+            ip.id = id;
+            std::mem::swap(&mut ip.src, &mut ip.dst);
+        }
+        frame(
+            s.seq(7)
+                .ack(ack)
+                .flags(TCP_ACK)
+                .timestamps(ack, 9)
+                .sack(blocks),
+        )
+    };
+    let mut bad_offset = sack_ack(9, 2400, &[(3000, 3100)]);
+    // Data offset 15 (60 bytes) runs past the datagram's end.
+    bad_offset[14 + 20 + 12] = 0xf0;
+    let frames = [
+        ack_flow(80, 1, 2000),
+        ack_flow(80, 2, 2100),
+        ack_flow(80, 3, 2200),
+        // Predicted as a variant: passes alone after the held ACK.
+        sack_ack(4, 2200, &[(2500, 2600)]),
+        ack_flow(80, 5, 2300),
+        sack_ack(6, 2300, &[(2500, 2700), (2800, 2900)]),
+        ack_flow(80, 7, 2400),
+        // Not a variant: the general path says what it is.
+        bad_offset,
+    ];
+    for config in [Config::lro(), Config::gro()] {
+        let run = |prediction: bool| {
+            let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+            let mut engine: Engine<Vec<u8>, Sizes<4, 16>> =
+                Engine::new(config.with_header_prediction(prediction));
+            let mut rec = Rec::default();
+            let mut predicted = Vec::new();
+            let mut verdicts = Vec::new();
+            for f in &frames {
+                let before = engine.stats().predicted;
+                verdicts.push(engine.push(f.clone(), &meta, &mut rec));
+                predicted.push(engine.stats().predicted > before);
+            }
+            engine.flush_all(&mut rec);
+            assert!(engine.stats().is_conserved());
+            (verdicts, rec, predicted)
+        };
+        let (verdicts, rec, predicted) = run(true);
+        let (verdicts_off, rec_off, _) = run(false);
+        let policy = config.policy;
+        assert_eq!(verdicts, verdicts_off, "{policy:?}");
+        assert_eq!(rec.segments, rec_off.segments, "{policy:?}");
+        assert_eq!(rec.causes, rec_off.causes, "{policy:?}");
+        let reason = if policy == lro_core::Policy::Lro {
+            lro_core::PassReason::Options
+        } else {
+            lro_core::PassReason::PureAck
+        };
+        for i in [3, 5] {
+            assert_eq!(verdicts[i], Verdict::Passed(reason), "{policy:?} frame {i}");
+            assert!(predicted[i], "{policy:?}: SACK ACK {i} not predicted");
+        }
+        assert_eq!(
+            verdicts[7],
+            Verdict::Passed(lro_core::PassReason::Malformed),
+            "{policy:?}"
+        );
+        assert!(!predicted[7], "{policy:?}");
+        if policy == lro_core::Policy::Lro {
+            // The held ACK (absorbing the ones before it) came out before the SACK ACK.
+            let at = rec.segments.iter().position(|s| s[0] == frames[3]).unwrap();
+            assert!(
+                at > 0 && ip_id(&rec.segments[at - 1][0]) < 4,
+                "{:?}",
+                rec.causes
+            );
+        }
+    }
+}

@@ -381,7 +381,16 @@ where
                 held,
                 read,
             } => self.act_predicted(frame, meta, slot, decision, held, read, sink),
-            Pred::Miss => self.push_general(frame, meta, sink),
+            // A variant of the proposed template ([`Engine::predict_variant`]), else the
+            // general path.
+            Pred::Miss => match self.predict_variant::<LRO>(frame.as_ref(), meta, slot) {
+                Pred::Other {
+                    decision,
+                    held,
+                    read,
+                } => self.act_predicted(frame, meta, slot, decision, held, read, sink),
+                _ => self.push_general(frame, meta, sink),
+            },
         }
     }
 
@@ -444,7 +453,7 @@ where
         if !e.tpl.matches(bytes, meta, shape) {
             return Pred::Miss;
         }
-        let Some(p) = self.read_predicted(bytes, meta, slot, shape) else {
+        let Some(p) = self.read_predicted::<false>(bytes, meta, slot, shape) else {
             return Pred::Miss;
         };
         // The template describes the entry's flow, and a flow has one entry (see
@@ -486,15 +495,58 @@ where
         }
     }
 
+    /// Header prediction for a frame that matched the template `slot` but for its TCP header
+    /// length (SACK blocks on a pure ACK of the flow, mostly): read with its own options and
+    /// payload offset, and taken only when the rules pass it alone, the one decision that
+    /// needs none of the template's sums.
+    #[inline(always)]
+    fn predict_variant<const LRO: bool>(&self, bytes: &[u8], meta: &RxMeta, slot: u16) -> Pred {
+        let tpl = &self.store.flows()[usize::from(slot)].tpl;
+        if tpl.is_predicted() && tpl.data_offset_differs(bytes, tpl.layout()) {
+            self.read_variant::<LRO>(bytes, meta, slot)
+        } else {
+            Pred::Miss
+        }
+    }
+
+    /// [`Engine::predict_variant`] for a frame whose data offset is not its template's.
+    #[inline(never)]
+    fn read_variant<const LRO: bool>(&self, bytes: &[u8], meta: &RxMeta, slot: u16) -> Pred {
+        let e = &self.store.flows()[usize::from(slot)];
+        let shape = e.tpl.layout();
+        if !e.tpl.matches_but_data_offset(bytes, meta, shape) {
+            return Pred::Miss;
+        }
+        let Some(p) = self.read_predicted::<true>(bytes, meta, slot, shape) else {
+            return Pred::Miss;
+        };
+        let held = e.is_held().then_some(slot);
+        let memo = || ack_memo::get(self.store.acks(), self.store.key(slot), e.hash);
+        let policy = if LRO { Policy::Lro } else { Policy::Gro };
+        match self.judge(policy, &p.view, Ok(()), held, meta.time, memo) {
+            decision @ Decision::Alone(_) => Pred::Other {
+                decision,
+                held,
+                read: Read {
+                    facts: Fields::of(&p.view),
+                    sum: p.sum,
+                    payload: p.payload,
+                    ip_end: p.ip_end,
+                },
+            },
+            _ => Pred::Miss,
+        }
+    }
+
     /// [`predict::read`] for the entry `slot`.
     #[inline(always)]
-    fn read_predicted<'a>(
+    fn read_predicted<'a, const V: bool>(
         &'a self,
         bytes: &'a [u8],
         meta: &RxMeta,
         slot: u16,
         shape: Shape,
-    ) -> Option<Predicted<'a, E>> {
+    ) -> Option<Predicted<'a, E, V>> {
         let e = &self.store.flows()[usize::from(slot)];
         let want_sum = self.wants_sums(&e.layers);
         let verify = self.config.verify_checksums;

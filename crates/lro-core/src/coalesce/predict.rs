@@ -20,7 +20,10 @@
 //! or without extension headers, tunnels, TCP without options or with the aligned timestamps,
 //! data and pure ACKs, and checksums verified by the NIC, given as a CHECKSUM_COMPLETE sum
 //! (checked from the sum and the header bytes, no payload read) or checked in software. A frame
-//! it cannot decide (a mismatch, padding, a bad checksum) goes through the general path.
+//! of a template's flow whose TCP header has another length (SACK blocks on a pure ACK, the
+//! reverse direction of a lossy transfer) is read as a variant of the template, but only a
+//! decision to pass it alone is taken from that reading. A frame it cannot decide (a
+//! mismatch, padding, a bad checksum) goes through the general path.
 
 use super::fixup::Layers;
 use super::rules::Facts;
@@ -427,6 +430,41 @@ impl Template {
         }
     }
 
+    /// Whether `bytes` has another TCP data offset than the template (where the template has
+    /// its TCP header): the first test of a variant of the template, a frame of the flow whose
+    /// TCP header has another length (SACK blocks on a pure ACK). Asked of the frames header
+    /// prediction did not read; most have the template's data offset (another flow's
+    /// template).
+    #[inline(always)]
+    pub(crate) fn data_offset_differs(&self, bytes: &[u8], shape: Shape) -> bool {
+        let at = shape.l4() + tcp::field::DATA_OFF;
+        match (bytes.get(at), self.bytes.get(at)) {
+            (Some(b), Some(t)) => b >> 4 != t >> 4,
+            _ => false,
+        }
+    }
+
+    /// [`Template::matches`] but for the TCP data offset: the frame is the template's in
+    /// every other compared byte. Compares a copy of the frame's first bytes with the
+    /// template's data offset put in.
+    #[inline(always)]
+    pub(crate) fn matches_but_data_offset(
+        &self,
+        bytes: &[u8],
+        meta: &RxMeta,
+        shape: Shape,
+    ) -> bool {
+        let at = shape.l4() + tcp::field::DATA_OFF;
+        let n = bytes.len().min(LEN);
+        let mut copy = [0u8; LEN];
+        copy[..n].copy_from_slice(&bytes[..n]);
+        match (copy.get_mut(at), self.bytes.get(at)) {
+            (Some(b), Some(t)) => *b = (*b & 0x0f) | (*t & 0xf0),
+            _ => return false,
+        }
+        self.matches(&copy[..n], meta, shape)
+    }
+
     /// [`Template::matches`] for a header longer than 128 bytes (IPv6 in IPv6 GRE, gretap over
     /// IPv6): out of line, so that the common lengths' comparison stays small.
     #[cold]
@@ -488,7 +526,7 @@ pub(crate) fn negated_sum(acc: u64) -> u16 {
 /// prediction's [`Facts`]. What the template's equality establishes reads as the head's own
 /// values (TTL, TOS, DF, the option layout, no IP options, no padding, extension headers equal),
 /// so the rules' checks of those fold away.
-pub(crate) struct View<'a, E> {
+pub(crate) struct View<'a, E, const V: bool> {
     /// The layout.
     shape: Shape,
     /// The TCP header (with the timestamps, when the layout has them).
@@ -498,12 +536,15 @@ pub(crate) struct View<'a, E> {
     /// The outer IP header's ID.
     outer_id: u16,
     payload_len: u32,
+    /// `V`, a header of another length than the template's: its options, classified from its
+    /// own bytes (everything else about the header is the template's).
+    variant: TcpOptions,
     /// The flow's state (its head is the template's).
     pub(crate) e: &'a FlowState,
     encap: core::marker::PhantomData<E>,
 }
 
-impl<E: Encap> Facts for View<'_, E> {
+impl<E: Encap, const V: bool> Facts for View<'_, E, V> {
     #[inline(always)]
     fn seq(&self) -> u32 {
         be32(self.t, tcp::field::SEQ_NUM.start)
@@ -530,7 +571,9 @@ impl<E: Encap> Facts for View<'_, E> {
     }
     #[inline(always)]
     fn options(&self) -> TcpOptions {
-        if self.shape.ts() {
+        if V {
+            self.variant
+        } else if self.shape.ts() {
             TcpOptions::Timestamp {
                 val: be32(self.t, tcp::field::TS_VAL.start),
                 ecr: be32(self.t, tcp::field::TS_ECR.start),
@@ -607,8 +650,9 @@ impl<E: Encap> Facts for View<'_, E> {
     }
     #[inline(always)]
     fn options_equal(&self) -> bool {
-        // The mask keeps the option layout; the timestamp values the rule compares itself.
-        true
+        // The mask keeps the option layout of a header of the template's length; the
+        // timestamp values the rule compares itself.
+        !V
     }
     #[inline(always)]
     fn extensions_equal(&self) -> bool {
@@ -629,8 +673,8 @@ fn be32(t: &[u8], at: usize) -> u32 {
 }
 
 /// A frame header prediction read: its facts, payload offset, datagram end and payload sum.
-pub(crate) struct Predicted<'a, E> {
-    pub(crate) view: View<'a, E>,
+pub(crate) struct Predicted<'a, E, const V: bool> {
+    pub(crate) view: View<'a, E, V>,
     pub(crate) payload: u32,
     pub(crate) ip_end: u32,
     pub(crate) sum: PayloadSum,
@@ -641,14 +685,14 @@ pub(crate) struct Predicted<'a, E> {
 /// frame, a checksum that does not verify, software verification switched off. Changes
 /// nothing.
 #[inline(always)]
-pub(crate) fn read<'a, E: Encap>(
+pub(crate) fn read<'a, E: Encap, const V: bool>(
     bytes: &'a [u8],
     meta: &RxMeta,
     e: &'a FlowState,
     shape: Shape,
     verify: bool,
     want_sum: bool,
-) -> Option<Predicted<'a, E>> {
+) -> Option<Predicted<'a, E, V>> {
     let l = &e.layers;
     let (l3, l4, payload) = (shape.l3(), shape.l4(), shape.payload());
     // The TCP header, timestamps included when the layout has them (without them the window
@@ -668,9 +712,25 @@ pub(crate) fn read<'a, E: Encap>(
     };
     // No padding (a padded frame's trim is the general path's), the datagram inside the frame,
     // a tunnel's inner and outer datagrams ending together.
-    if end != bytes.len() || end < payload {
+    if end != bytes.len() {
         return None;
     }
+    // A header of the template's length is read as the template lays it out; one of another
+    // length (`V`, [`Template::matches_but_data_offset`]: SACK blocks on a pure ACK, mostly)
+    // is a variant, with its own options and payload offset.
+    let (payload, variant) = if !V {
+        if end < payload {
+            return None;
+        }
+        (payload, TcpOptions::None)
+    } else {
+        let hlen = usize::from(t[tcp::field::DATA_OFF] >> 4) * 4;
+        if l4 + hlen == payload || hlen < tcp::HEADER_LEN || l4 + hlen > end {
+            return None;
+        }
+        let options = bytes.get(l4 + tcp::HEADER_LEN..l4 + hlen)?;
+        (l4 + hlen, TcpOptions::classify(options))
+    };
     let outer = if E::ENABLED && shape.tunnel() {
         l.outer
     } else {
@@ -720,6 +780,9 @@ pub(crate) fn read<'a, E: Encap>(
             PayloadSum::Folded(software_ok(bytes, e, end)?)
         }
     };
+    // The template's sums assume its header length: a variant's is not computed (the checks
+    // above cover the whole segment whatever its header length).
+    let sum = if V { PayloadSum::None } else { sum };
     Some(Predicted {
         view: View {
             shape,
@@ -727,6 +790,7 @@ pub(crate) fn read<'a, E: Encap>(
             ip,
             outer_id,
             payload_len: (end - payload) as u32,
+            variant,
             e,
             encap: core::marker::PhantomData,
         },
