@@ -6,7 +6,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use lro_core::{Engine, Sizes};
-use lro_fuzz::check::{Out, Tagged};
+use lro_fuzz::frame::{Out, Tagged};
 use lro_fuzz::gre::{self, GreInput};
 
 fn main() {

@@ -14,9 +14,11 @@ use lro_core::{gso, Config, Engine, LinkKind, Policy, RxChecksum, RxMeta, Sizes}
 use lro_gre::testing::{GreSpec, InnerFrame, OuterId, Tunnel};
 use lro_gre::Gre;
 
-use crate::check::{self, Out, Tagged};
+use crate::built::{Built, Pushed};
+use crate::check;
+use crate::frame::{Out, Recorder, Tagged};
 use crate::oracle;
-use crate::scenario::{self, Built, Input};
+use crate::structured::{self as scenario, Input};
 
 /// One tunnel's shape.
 #[derive(Debug, Clone, Copy, Arbitrary)]
@@ -201,7 +203,7 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
                 RxChecksum::Complete(c) => c == complete,
                 _ => true,
             };
-        built.frames.push(scenario::Pushed {
+        built.frames.push(Pushed {
             bytes,
             meta,
             tcp,
@@ -214,7 +216,7 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
 fn run<const N: usize, const S: usize>(
     built: &Built,
     config: Config,
-) -> (check::Recorder, lro_core::Stats) {
+) -> (Recorder, lro_core::Stats) {
     let mut engine: Box<Engine<Tagged, Sizes<N, S>, Gre>> = Box::new(Engine::new(config));
     let rec = check::run(&mut *engine, built, true);
     let mut stats = engine.stats().clone();
@@ -222,7 +224,7 @@ fn run<const N: usize, const S: usize>(
     (rec, stats)
 }
 
-fn same(a: &(check::Recorder, lro_core::Stats), b: &(check::Recorder, lro_core::Stats)) {
+fn same(a: &(Recorder, lro_core::Stats), b: &(Recorder, lro_core::Stats)) {
     if let Some(i) =
         (0..a.0.out.len().max(b.0.out.len())).find(|&i| a.0.out.get(i) != b.0.out.get(i))
     {
@@ -243,7 +245,7 @@ fn canonical(b: &[u8], t: &oracle::Tcp) -> bool {
     c == b
 }
 
-fn reversible(built: &Built, rec: &check::Recorder) {
+fn reversible(built: &Built, rec: &Recorder) {
     let mut buf = vec![0u8; 70_000];
     for o in &rec.out {
         let Out::Seg {
