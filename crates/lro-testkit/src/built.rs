@@ -2,7 +2,7 @@
 //! ground truth about them ([`Pushed`]) and the steps to run ([`Built`], [`Step`]).
 
 use crate::oracle::{self, Tcp};
-use lro_core::RxMeta;
+use lro_core::{RxChecksum, RxMeta};
 
 /// A pushed frame and the ground truth about it.
 #[derive(Debug, Clone)]
@@ -15,6 +15,35 @@ pub struct Pushed {
     pub tcp: Option<Tcp>,
     /// Checksums right *and* the metadata vouches correctly (or verification is on).
     pub trusted: bool,
+}
+
+impl Pushed {
+    /// A frame as pushed with `meta`: read by the reference reader (through GRE when it is
+    /// tunnelled, [`oracle::tcp_of_gre`]) and trusted when its checksums are right and the
+    /// metadata vouches for them correctly, or reports nothing and software verification is
+    /// on (as in `Config::lro()` and `Config::gro()`).
+    pub fn new(bytes: Vec<u8>, meta: RxMeta) -> Self {
+        let tcp = oracle::tcp_of_gre(&bytes, &meta);
+        Self::judged(bytes, meta, tcp, true)
+    }
+
+    /// A frame with the reference reader's view `tcp`, trusted as in [`Pushed::new`] with
+    /// software verification `verify`.
+    pub fn judged(bytes: Vec<u8>, meta: RxMeta, tcp: Option<Tcp>, verify: bool) -> Self {
+        let good = oracle::checksums_ok(&bytes, tcp.as_ref());
+        let trusted = good
+            && match meta.checksum {
+                RxChecksum::None => verify,
+                RxChecksum::Complete(c) => c == oracle::complete_sum(&bytes, meta.link),
+                _ => true,
+            };
+        Pushed {
+            bytes,
+            meta,
+            tcp,
+            trusted,
+        }
+    }
 }
 
 /// A concrete step.
@@ -35,6 +64,9 @@ pub struct Built {
     pub frames: Vec<Pushed>,
     /// Steps.
     pub steps: Vec<Step>,
+    /// The scenario generator's own ground truth about every frame ([`crate::scenario`]),
+    /// checked on top of the reference reader's view; `None` for other drivers.
+    pub truth: Option<crate::scenario::Truth>,
 }
 
 impl Built {

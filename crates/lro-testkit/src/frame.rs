@@ -25,7 +25,7 @@ impl AsMut<[u8]> for Tagged {
 }
 
 /// What came out.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant)] // test records, built once per output
 pub enum Out {
     /// A segment.
@@ -44,7 +44,7 @@ pub enum Out {
 }
 
 /// Records the output in order.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Recorder {
     /// Everything, in order.
     pub out: Vec<Out>,

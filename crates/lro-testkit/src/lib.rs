@@ -11,6 +11,8 @@
 //!   cannot forge) and the recording sink ([`frame::Recorder`]).
 //! - [`check`]: the runner over any [`lro_core::Coalescer`] and the checker of DESIGN.md's
 //!   invariants on what it recorded.
+//! - [`scenario`]: the lro-core property tests' scenario generator (plain steps that proptest
+//!   strategies generate), with its own ground truth and the checks judged from it.
 //! - `structured` (feature `fuzz`): the `arbitrary`-derived structured input of the fuzz
 //!   targets and their drivers, with GRE wrapping in `structured::gre`.
 
@@ -21,5 +23,6 @@ pub mod built;
 pub mod check;
 pub mod frame;
 pub mod oracle;
+pub mod scenario;
 #[cfg(feature = "fuzz")]
 pub mod structured;

@@ -10,7 +10,8 @@ pub mod gre;
 
 pub use crate::built::{Built, Pushed, Step};
 use crate::check;
-use crate::frame::{Recorder, Tagged};
+use crate::check::Run;
+use crate::frame::Tagged;
 use crate::oracle::Identity;
 use crate::oracle::{self, Tcp};
 use arbitrary::Arbitrary;
@@ -567,29 +568,19 @@ fn run_plain<const N: usize, const S: usize>(built: &Built, config: Config) {
     same_output(&on, &off);
 }
 
-/// One run: the output and the counters without the prediction counter.
+/// One run: the output and the counters.
 fn run_engine<const N: usize, const S: usize>(
     built: &Built,
     config: Config,
-) -> (Recorder, lro_core::Stats) {
+) -> (Run, lro_core::Stats) {
     let mut engine: Box<Engine<Tagged, Sizes<N, S>>> = Box::new(Engine::new(config));
     let rec = check::run(&mut *engine, built, true);
-    let mut stats = engine.stats().clone();
-    stats.predicted = 0;
+    let stats = engine.stats().clone();
     (rec, stats)
 }
 
-fn same_output(a: &(Recorder, lro_core::Stats), b: &(Recorder, lro_core::Stats)) {
-    if let Some(i) =
-        (0..a.0.out.len().max(b.0.out.len())).find(|&i| a.0.out.get(i) != b.0.out.get(i))
-    {
-        panic!(
-            "header prediction on vs off: output {i} differs: {:?} vs {:?}",
-            a.0.out.get(i),
-            b.0.out.get(i)
-        );
-    }
-    assert_eq!(a.1, b.1, "header prediction on vs off: counters differ");
+fn same_output(on: &(Run, lro_core::Stats), off: &(Run, lro_core::Stats)) {
+    check::same_with_prediction(&on.0, &on.1, &off.0, &off.1);
 }
 
 /// The `coalesce` target: one structured input through a plain `Engine`.
