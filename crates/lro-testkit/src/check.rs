@@ -688,6 +688,9 @@ fn check_rewritten(
         oracle::ip_checksum_ok(bytes, &o),
         "segment {ids:?}: bad IPv4 header checksum"
     );
+    if h.outer.is_some() {
+        crate::gre_reader::cross_check(inputs, ids, bytes, info);
+    }
     assert!(
         h.outer.is_none() || info.tunnel.is_some(),
         "segment {ids:?}: tunnelled, but no tunnel in its info"

@@ -5,6 +5,8 @@
 //! - [`oracle`]: an independent reference reader of frames (plain and through GRE): flow
 //!   identity, offsets, header fields, checksums, written from the protocol rules and not from
 //!   the engine's code.
+//! - [`gre_reader`]: a second reader of GRE-tunnelled frames (etherparse and RFC 2784/2890),
+//!   which the checker applies to tunnelled segments on top of the oracle.
 //! - [`built`]: the input every driver produces and the runner and checker take: frames with
 //!   the ground truth about them, and the steps to run.
 //! - [`frame`]: the frame type pushed into engines ([`frame::Tagged`], an identity the engine
@@ -22,6 +24,7 @@
 pub mod built;
 pub mod check;
 pub mod frame;
+pub mod gre_reader;
 pub mod oracle;
 pub mod scenario;
 #[cfg(feature = "fuzz")]
