@@ -9,7 +9,8 @@
 //! ACKs, PSH, bad GRE and TCP checksums, outer TTL changes and ID jumps, every checksum state
 //! a NIC reports (none, verified, CHECKSUM_COMPLETE right and wrong), and flush points.
 //!
-//! `common::check` then requires conservation, per-flow order, per-flow bytes, isolation, no
+//! `common::check` (`lro_testkit::check::check`, the harness shared with lro-core and the fuzz
+//! targets) then requires conservation, per-flow order, per-flow bytes, isolation, no
 //! checksum laundering (GRE, outer and inner IPv4, TCP), valid output (outer length and
 //! checksum, GRE checksum, inner lengths and checksums) and, under `Gro`, that
 //! `gso::resegment_with::<Gre>` gives back the original frames byte for byte. Header

@@ -177,7 +177,8 @@ fn check_verdict(n: usize, v: Verdict, during: &[Out]) {
     }
 }
 
-fn serial_le(a: u32, b: u32) -> bool {
+/// `a <= b` in sequence-number space (RFC 1982).
+pub(crate) fn serial_le(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) >= 0
 }
 

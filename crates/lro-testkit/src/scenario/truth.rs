@@ -5,7 +5,7 @@
 //! [`crate::oracle`]).
 
 use super::{Input, Truth};
-use crate::check::Run;
+use crate::check::{serial_le, Run};
 use crate::frame::{Out, Recorder};
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use lro_core::testing::{self, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, TCP_URG};
@@ -17,10 +17,6 @@ struct Sc<'a> {
     inputs: &'a [Input],
     config: &'a Config,
     dup_mode: u8,
-}
-
-fn serial_le(a: u32, b: u32) -> bool {
-    (b.wrapping_sub(a) as i32) >= 0
 }
 
 fn csum_eq(a: u16, b: u16) -> bool {
