@@ -6,7 +6,7 @@ Reads every pcap / pcapng under the given folders (default: ../shared/corpus/tcp
 xz-compressed pcaps), takes out the frames and writes per-target seed files:
 
     parse/        one frame per file: a selector byte (0: no stripped VLAN tag) then the frame
-    coalesce/     a structured `lro_fuzz::scenario::Input`: an engine setup then up to 24
+    coalesce/     a structured `lro_testkit::structured::Input`: an engine setup then up to 24
                   consecutive frames of one capture as raw-frame operations, with flushes
     rss_sorted/   the same inputs (the target decodes the same type)
     resegment/    a `Case` whose raw bytes are one TCP frame (resegmented with MSS 536)

@@ -4,7 +4,7 @@
 use arbitrary::{Arbitrary, Unstructured};
 use lro_core::rss::RssSorted;
 use lro_core::{Coalescer, Engine, Sizes, Verdict};
-use lro_fuzz::check::{Out, Recorder, Tagged};
+use lro_fuzz::frame::{Out, Recorder, Tagged};
 use lro_fuzz::scenario::{self, Input, Step};
 
 fn main() {

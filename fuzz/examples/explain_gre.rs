@@ -6,7 +6,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use lro_core::{Engine, Sizes};
-use lro_fuzz::check::{Out, Tagged};
+use lro_fuzz::frame::{Out, Tagged};
 use lro_fuzz::gre::{self, GreInput};
 
 fn main() {
@@ -21,7 +21,7 @@ fn main() {
         let config = input.input.setup.config();
         let built = gre::build(&input, &config);
         let mut e: Box<Engine<Tagged, Sizes<8, 64>, lro_gre::Gre>> = Box::new(Engine::new(config));
-        let rec = lro_fuzz::check::run(&mut *e, &built, false);
+        let rec = lro_fuzz::check::run(&mut *e, &built, false).rec;
         let s = e.stats();
         totals[0] += s.frames_in;
         totals[1] += s.tunnel.frames_in;

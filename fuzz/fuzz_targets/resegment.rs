@@ -9,7 +9,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use lro_core::testing::{FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, TCP_ACK, TCP_PSH, TPID_8021Q};
 use lro_core::{gso, Config, Engine, OutChecksum, RxChecksum, RxMeta, Sizes};
-use lro_fuzz::check::{Out, Recorder, Tagged};
+use lro_fuzz::frame::{Out, Recorder, Tagged};
 use lro_fuzz::oracle;
 
 #[derive(Debug, Arbitrary)]

@@ -8,10 +8,10 @@
 //! thread, so the test harness's own threads do not disturb it.
 #![cfg(feature = "test-utils")]
 
-mod common;
-
-use common::{FlowSeed, Knobs, Op, Scenario, Step, TFrame};
 use lro_core::{Coalescer, Engine, Segment, Sink, Sizes};
+use lro_testkit::built::Step as Op;
+use lro_testkit::frame::Tagged;
+use lro_testkit::scenario::{FlowSeed, Knobs, Scenario, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -65,14 +65,14 @@ static GLOBAL: Counting = Counting;
 /// Counts what it sees and keeps every frame in a vector reserved up front, so neither
 /// dropping nor storing a frame touches the allocator.
 struct Keep {
-    frames: Vec<TFrame>,
+    frames: Vec<Tagged>,
     scratch: Vec<u8>,
     segments: u64,
     bytes: u64,
 }
 
-impl Sink<TFrame> for Keep {
-    fn segment(&mut self, seg: Segment<'_, TFrame>) {
+impl Sink<Tagged> for Keep {
+    fn segment(&mut self, seg: Segment<'_, Tagged>) {
         self.segments += 1;
         // Exercise the contiguous copy too (into a pre-sized buffer).
         if let Ok(n) = seg.copy_to(&mut self.scratch) {
@@ -83,7 +83,7 @@ impl Sink<TFrame> for Keep {
         }
     }
 
-    fn release(&mut self, frame: TFrame) {
+    fn release(&mut self, frame: Tagged) {
         self.frames.push(frame);
     }
 }
@@ -122,16 +122,17 @@ fn steps(seed: u64, n: usize) -> Vec<Step> {
         .collect()
 }
 
-fn measure<C: Coalescer<TFrame>>(engine: &mut C, sc: &Scenario) -> (u64, Keep) {
+fn measure<C: Coalescer<Tagged>>(engine: &mut C, sc: &Scenario) -> (u64, Keep) {
     // Everything allocated before the measured region: frames, metadata, the sink's storage.
-    let mut frames: Vec<Option<(TFrame, lro_core::RxMeta)>> = sc
-        .inputs
+    let mut frames: Vec<Option<(Tagged, lro_core::RxMeta)>> = sc
+        .built
+        .frames
         .iter()
         .enumerate()
         .map(|(id, inp)| {
             Some((
-                TFrame {
-                    id: id as u32,
+                Tagged {
+                    id,
                     buf: inp.bytes.clone(),
                 },
                 inp.meta,
@@ -146,10 +147,10 @@ fn measure<C: Coalescer<TFrame>>(engine: &mut C, sc: &Scenario) -> (u64, Keep) {
     };
     EVENTS.with(|e| e.set(0));
     MEASURING.with(|m| m.set(true));
-    for op in &sc.ops {
+    for op in &sc.built.steps {
         match *op {
             Op::Push(id) => {
-                if let Some((frame, meta)) = frames[id as usize].take() {
+                if let Some((frame, meta)) = frames[id].take() {
                     engine.push(frame, &meta, &mut sink);
                 }
             }
@@ -191,12 +192,12 @@ fn no_allocation_on_push_and_flush() {
                 &steps(u64::from(gro) * 2 + u64::from(small), 3000),
             );
             let (events, sink) = if small {
-                let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(sc.config));
+                let mut e: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(sc.config));
                 let r = measure(&mut *e, &sc);
                 assert!(e.stats().is_conserved());
                 r
             } else {
-                let mut e: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(sc.config));
+                let mut e: Box<Engine<Tagged, Sizes<64, 64>>> = Box::new(Engine::new(sc.config));
                 let r = measure(&mut *e, &sc);
                 assert!(e.stats().is_conserved());
                 r
@@ -206,8 +207,8 @@ fn no_allocation_on_push_and_flush() {
                 "allocator called {events} times during push/flush (gro {gro}, small {small})"
             );
             // The run did real work: every frame came back, and segments were coalesced.
-            assert_eq!(sink.frames.len(), sc.inputs.len());
-            assert!(sink.segments < sc.inputs.len() as u64);
+            assert_eq!(sink.frames.len(), sc.built.frames.len());
+            assert!(sink.segments < sc.built.frames.len() as u64);
             assert!(sink.bytes > 0);
         }
     }

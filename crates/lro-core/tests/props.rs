@@ -5,16 +5,14 @@
 //! SYN/RST/URG, timestamps forward and backward, SACK, gaps, retransmissions, duplicate and
 //! advancing ACKs, window updates, ECN marks, TTL changes, IP options, fragments, corrupted
 //! checksums, neutral and non-neutral padding; flush points; both policies) and checks the
-//! sink output with `common::check`: conservation, per-flow order, bytes, isolation, no
+//! sink output with `lro_testkit::check::check`: conservation, per-flow order, bytes, isolation, no
 //! checksum laundering, valid output, never-merged rules, Gro rules and reversibility.
 //!
 //! Case counts default to 64 per property (honours `PROPTEST_CASES`). Needs the `test-utils`
 //! feature: `cargo test -p lro-core --features test-utils --test props`.
 #![cfg(feature = "test-utils")]
 
-mod common;
-
-use common::{run_and_check, run_both_and_check, FlowSeed, Knobs, Scenario, Step};
+use lro_testkit::scenario::{run_and_check, run_both_and_check, FlowSeed, Knobs, Scenario, Step};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 

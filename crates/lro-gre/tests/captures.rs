@@ -121,7 +121,10 @@ fn go(config: Config, inputs: &[Input]) -> (common::Recorder, Stats) {
     }
     let mut e: Box<E> = Box::new(GreEngine::new(config));
     let (rec, _) = run(&mut *e, inputs, &ops);
-    if inputs.iter().any(|i| i.read.is_some()) {
+    if inputs
+        .iter()
+        .any(|i| common::read(&i.bytes, &i.meta).is_some())
+    {
         check(inputs, &ops, &config, &rec).unwrap_or_else(|e| panic!("{e}"));
     }
     (rec, e.stats().clone())

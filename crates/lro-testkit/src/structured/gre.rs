@@ -10,13 +10,15 @@
 
 use arbitrary::Arbitrary;
 use lro_core::testing::{LinkSpec, TPID_8021AD, TPID_8021Q};
-use lro_core::{gso, Config, Engine, LinkKind, Policy, RxChecksum, RxMeta, Sizes};
+use lro_core::{Config, Engine, LinkKind, RxChecksum, RxMeta, Sizes};
 use lro_gre::testing::{GreSpec, InnerFrame, OuterId, Tunnel};
 use lro_gre::Gre;
 
-use crate::check::{self, Out, Tagged};
+use crate::built::{Built, Pushed};
+use crate::check::{self, Run};
+use crate::frame::Tagged;
 use crate::oracle;
-use crate::scenario::{self, Built, Input};
+use crate::structured::{self as scenario, Input};
 
 /// One tunnel's shape.
 #[derive(Debug, Clone, Copy, Arbitrary)]
@@ -127,6 +129,7 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
     let mut built = Built {
         frames: Vec::with_capacity(plain.frames.len()),
         steps: plain.steps.clone(),
+        truth: None,
     };
     let mut buf = vec![0u8; 70_000];
     for (n, f) in plain.frames.iter().enumerate() {
@@ -201,7 +204,7 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
                 RxChecksum::Complete(c) => c == complete,
                 _ => true,
             };
-        built.frames.push(scenario::Pushed {
+        built.frames.push(Pushed {
             bytes,
             meta,
             tcp,
@@ -211,90 +214,21 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
     built
 }
 
-fn run<const N: usize, const S: usize>(
-    built: &Built,
-    config: Config,
-) -> (check::Recorder, lro_core::Stats) {
+fn run<const N: usize, const S: usize>(built: &Built, config: Config) -> (Run, lro_core::Stats) {
     let mut engine: Box<Engine<Tagged, Sizes<N, S>, Gre>> = Box::new(Engine::new(config));
     let rec = check::run(&mut *engine, built, true);
-    let mut stats = engine.stats().clone();
-    stats.predicted = 0;
+    let stats = engine.stats().clone();
     (rec, stats)
 }
 
-fn same(a: &(check::Recorder, lro_core::Stats), b: &(check::Recorder, lro_core::Stats)) {
-    if let Some(i) =
-        (0..a.0.out.len().max(b.0.out.len())).find(|&i| a.0.out.get(i) != b.0.out.get(i))
-    {
-        panic!(
-            "header prediction on vs off: output {i} differs: {:?} vs {:?}",
-            a.0.out.get(i),
-            b.0.out.get(i)
-        );
-    }
-    assert_eq!(a.1, b.1, "header prediction on vs off: counters differ");
-}
-
-/// Every checksum of the frame as a sender writes it (canonical ones'-complement form): what
-/// `resegment` reproduces.
-fn canonical(b: &[u8], t: &oracle::Tcp) -> bool {
-    let mut c = b.to_vec();
-    oracle::fix_checksums(&mut c, t);
-    c == b
-}
-
-fn reversible(built: &Built, rec: &check::Recorder) {
-    let mut buf = vec![0u8; 70_000];
-    for o in &rec.out {
-        let Out::Seg {
-            ids, bytes, info, ..
-        } = o
-        else {
-            continue;
-        };
-        if ids.len() < 2 {
-            continue;
-        }
-        let all_canonical = ids.iter().all(|&i| {
-            let f = &built.frames[i];
-            f.tcp.as_ref().is_some_and(|t| canonical(&f.bytes, t))
-        });
-        if !all_canonical {
-            continue;
-        }
-        let head = &built.frames[ids[0]];
-        let mut back: Vec<Vec<u8>> = Vec::new();
-        gso::resegment_with::<Gre>(
-            bytes,
-            &head.meta,
-            info.gso_size,
-            (info.fixed_id, info.fixed_outer_id),
-            &mut buf,
-            |f| back.push(f.to_vec()),
-        )
-        .unwrap_or_else(|e| panic!("segment {ids:?}: resegment: {e}"));
-        assert_eq!(
-            back.len(),
-            ids.len(),
-            "segment {ids:?}: resegment gave {} frames",
-            back.len()
-        );
-        for (k, (&i, f)) in ids.iter().zip(&back).enumerate() {
-            assert_eq!(
-                &f[..],
-                &built.frames[i].bytes[..],
-                "segment {ids:?}: piece {k} is not frame {i}"
-            );
-        }
-    }
+fn same(on: &(Run, lro_core::Stats), off: &(Run, lro_core::Stats)) {
+    check::same_with_prediction(&on.0, &on.1, &off.0, &off.1);
 }
 
 fn run_all<const N: usize, const S: usize>(built: &Built, config: Config) {
     let on = run::<N, S>(built, config);
+    // Under `Gro` the check includes reversibility (`resegment_with::<Gre>`).
     check::check(built, &config, S, &on.0, &|_| true);
-    if config.policy == Policy::Gro {
-        reversible(built, &on.0);
-    }
     let off = run::<N, S>(built, config.with_header_prediction(false));
     same(&on, &off);
     let verified = built.all_verified();

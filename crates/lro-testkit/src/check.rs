@@ -1,113 +1,82 @@
 //! Running a built scenario on an engine, recording what comes out, and checking DESIGN.md's
 //! invariants on the record against the ground truth of the inputs.
 
+use crate::built::{Built, Pushed, Step};
+use crate::frame::{Out, Recorder, Tagged};
 use crate::oracle::{self, Identity};
-use crate::scenario::{Built, Pushed, Step};
-use lro_core::{Coalescer, Config, OutChecksum, Policy, Segment, SegmentInfo, Sink, Verdict};
+use lro_core::{gso, Cause, Coalescer, Config, OutChecksum, Policy, SegmentInfo, Stats, Verdict};
+use lro_gre::Gre;
 use std::collections::HashMap;
 
-/// A frame buffer with an identity the engine cannot forge (not `Clone`).
+/// What [`run`] recorded.
 #[derive(Debug)]
-pub struct Tagged {
-    /// Index of the input.
-    pub id: usize,
-    /// Bytes.
-    pub buf: Vec<u8>,
+pub struct Run {
+    /// Everything the sink saw, in order.
+    pub rec: Recorder,
+    /// The verdict of every frame's push, by frame id (`Verdict::Queued` for frames never
+    /// pushed).
+    pub verdicts: Vec<Verdict>,
+    /// Per frame id, for scenarios with generator ground truth ([`Built::truth`]): a duplicate
+    /// ACK of an ACK whose frame the engine still held for the flow when it was pushed.
+    pub dup_known: Vec<bool>,
 }
 
-impl AsRef<[u8]> for Tagged {
-    fn as_ref(&self) -> &[u8] {
-        &self.buf
-    }
-}
-
-impl AsMut<[u8]> for Tagged {
-    fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.buf
-    }
-}
-
-/// What came out.
-#[derive(Debug, PartialEq)]
-pub enum Out {
-    /// A segment.
-    Seg {
-        /// Frame ids, head first.
-        ids: Vec<usize>,
-        /// As one contiguous frame.
-        bytes: Vec<u8>,
-        /// The scatter-gather pieces.
-        chunks: Vec<Vec<u8>>,
-        /// Its info.
-        info: SegmentInfo,
-    },
-    /// A released frame.
-    Rel(usize),
-}
-
-/// Records the output in order.
-#[derive(Default)]
-pub struct Recorder {
-    /// Everything, in order.
-    pub out: Vec<Out>,
-}
-
-impl Sink<Tagged> for Recorder {
-    fn segment(&mut self, seg: Segment<'_, Tagged>) {
-        let info = *seg.info();
-        let mut bytes = vec![0u8; seg.len()];
-        let n = seg.copy_to(&mut bytes).expect("sized to fit");
-        assert_eq!(n, seg.len(), "copy_to wrote {n} bytes of {}", seg.len());
-        assert!(
-            seg.copy_to(&mut vec![0u8; seg.len().saturating_sub(1)])
-                .is_err()
-                || seg.is_empty(),
-            "copy_to into a short buffer succeeded"
-        );
-        let chunks: Vec<Vec<u8>> = seg.chunks().map(<[u8]>::to_vec).collect();
-        assert_eq!(seg.head(), &chunks[0][..], "head() is not the first chunk");
-        let ids: Vec<usize> = seg.into_frames().map(|f| f.id).collect();
-        assert_eq!(
-            ids.len(),
-            chunks.len(),
-            "frames and chunks differ in number"
-        );
-        self.out.push(Out::Seg {
-            ids,
-            bytes,
-            chunks,
-            info,
-        });
-    }
-
-    fn release(&mut self, frame: Tagged) {
-        self.out.push(Out::Rel(frame.id));
-    }
-}
-
-/// Runs the steps on `engine`, then a final `flush_all` (teardown). With `verdicts`, checks
-/// that every push's verdict agrees with what the sink saw during the push (a plain
-/// `Engine`; wrappers only queue).
-pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) -> Recorder {
+/// Runs the steps on `engine`, then a final `flush_all` (teardown): nothing may stay held and
+/// the counters must be conserved. With `verdicts` (a plain engine; wrappers such as
+/// `RssSorted` only queue), also checks that every push's verdict agrees with what the sink saw
+/// during the push (cause included), that a push never emits a frame not yet pushed, and that
+/// `frames_in` counts the pushes. Panics with a description on a violation.
+pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) -> Run {
+    let n = built.frames.len();
     let mut rec = Recorder::default();
+    let mut out = vec![Verdict::Queued; n];
+    let mut pushed = vec![false; n];
+    let mut emitted_ids = vec![false; n];
+    let mut dup_known = vec![false; n];
     let mut pushes = 0u64;
     for step in &built.steps {
-        match step {
-            Step::Push(n) => {
-                let f = &built.frames[*n];
-                let before = rec.out.len();
+        let before = rec.out.len();
+        match *step {
+            Step::Push(id) => {
+                let f = &built.frames[id];
+                if let Some(truth) = &built.truth {
+                    let inp = &truth.frames[id];
+                    if let (true, Some(p)) = (inp.dup_ack, inp.dup_prev) {
+                        let held = |i: usize| {
+                            matches!(out[i], Verdict::Held | Verdict::Merged) && !emitted_ids[i]
+                        };
+                        let flow_held = (0..id)
+                            .any(|i| truth.frames[i].flow == inp.flow && pushed[i] && held(i));
+                        dup_known[id] =
+                            held(p as usize) || (out[p as usize] == Verdict::Absorbed && flow_held);
+                    }
+                }
                 let frame = Tagged {
-                    id: *n,
+                    id,
                     buf: f.bytes.clone(),
                 };
                 let v = engine.push(frame, &f.meta, &mut rec);
                 pushes += 1;
+                pushed[id] = true;
+                out[id] = v;
                 if verdicts {
-                    check_verdict(*n, v, &rec.out[before..]);
+                    check_verdict(id, v, &rec.out[before..]);
+                }
+                for o in &rec.out[before..] {
+                    let early = match o {
+                        Out::Seg { ids, .. } => ids.iter().any(|&i| !pushed[i]),
+                        Out::Rel(r) => !pushed[*r],
+                    };
+                    assert!(!early, "push of {id} emitted a frame not yet pushed");
                 }
             }
             Step::FlushAll => engine.flush_all(&mut rec),
-            Step::FlushIdle(now) => engine.flush_idle(*now, &mut rec),
+            Step::FlushIdle(now) => engine.flush_idle(now, &mut rec),
+        }
+        for o in &rec.out[before..] {
+            if let Out::Seg { ids, .. } = o {
+                ids.iter().for_each(|&i| emitted_ids[i] = true);
+            }
         }
     }
     engine.flush_all(&mut rec);
@@ -117,7 +86,55 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
     if verdicts {
         assert_eq!(s.frames_in, pushes, "frames_in");
     }
-    rec
+    Run {
+        rec,
+        verdicts: out,
+        dup_known,
+    }
+}
+
+/// Runs `f`, turning a panic (every check of this module panics) into its message, for
+/// drivers that report failures as values (proptest's `TestCaseError::fail`).
+pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|e| {
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_else(|| "a check panicked".to_string())
+    })
+}
+
+/// Header prediction decides as the general path: a run with prediction on and one with it
+/// off (the same input, the same engine shape) give the same sink events, verdicts and counters
+/// (the prediction counter apart, which must be zero with prediction off). Returns how many
+/// frames were predicted. Panics with a description on a difference.
+pub fn same_with_prediction(on: &Run, on_stats: &Stats, off: &Run, off_stats: &Stats) -> u64 {
+    assert_eq!(
+        off_stats.predicted, 0,
+        "{} frames predicted with prediction off",
+        off_stats.predicted
+    );
+    if let Some(i) = (0..on.rec.out.len().max(off.rec.out.len()))
+        .find(|&i| on.rec.out.get(i) != off.rec.out.get(i))
+    {
+        panic!(
+            "header prediction on vs off: sink event {i} differs: {:?} vs {:?}",
+            on.rec.out.get(i),
+            off.rec.out.get(i)
+        );
+    }
+    assert_eq!(
+        on.verdicts, off.verdicts,
+        "header prediction on vs off: verdicts differ"
+    );
+    let mut on_stats = on_stats.clone();
+    let predicted = on_stats.predicted;
+    on_stats.predicted = 0;
+    assert_eq!(
+        &on_stats, off_stats,
+        "header prediction on vs off: counters differ"
+    );
+    predicted
 }
 
 fn check_verdict(n: usize, v: Verdict, during: &[Out]) {
@@ -130,31 +147,72 @@ fn check_verdict(n: usize, v: Verdict, during: &[Out]) {
         Out::Rel(i) => *i == n,
     });
     match v {
-        Verdict::Passed(_) => assert!(alone, "frame {n}: {v:?} but not delivered alone"),
+        Verdict::Passed(r) => {
+            assert!(alone, "frame {n}: {v:?} but not delivered alone");
+            match during.last() {
+                Some(Out::Seg { ids, info, .. }) if ids == &[n] => assert_eq!(
+                    info.cause,
+                    Cause::Passed(r),
+                    "frame {n}: verdict {v:?}, cause {:?}",
+                    info.cause
+                ),
+                other => panic!("frame {n}: verdict {v:?} but last output {other:?}"),
+            }
+        }
         Verdict::Absorbed => assert!(released, "frame {n}: Absorbed but not released"),
         Verdict::Held => assert!(!anywhere, "frame {n}: Held but delivered"),
-        // Merged: may complete its segment at once (PSH/FIN, short segment).
-        _ => assert!(!released, "frame {n}: {v:?} but released"),
+        Verdict::Queued => panic!("frame {n}: the engine itself never queues"),
+        Verdict::Merged => assert!(!anywhere, "frame {n}: Merged (still held) but delivered"),
+        // It completed its segment (PSH/FIN, short frame): delivered last, with it.
+        Verdict::MergedAndFlushed(r) => {
+            assert!(!released, "frame {n}: {v:?} but released");
+            match during.last() {
+                Some(Out::Seg { ids, info, .. })
+                    if ids.len() > 1
+                        && ids.last() == Some(&n)
+                        && info.cause == Cause::Flushed(r) => {}
+                other => panic!("frame {n}: verdict {v:?} but last output {other:?}"),
+            }
+        }
     }
 }
 
-fn serial_le(a: u32, b: u32) -> bool {
+/// `a <= b` in sequence-number space (RFC 1982).
+pub(crate) fn serial_le(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) >= 0
 }
 
-/// Checks every invariant on a record. `ordered(identity)` says whether the flow's order is
-/// promised (the RSS wrapper does not promise it for flows with inconsistent hashes). Panics
-/// with a description on a violation.
+/// Checks every invariant on a run's record: conservation, per-flow order and bytes,
+/// isolation, no laundering, the never-merged list, the policy rules, the size limit, valid
+/// output (through GRE too), and under `Gro` that software segmentation gives the frames back.
+/// With generator ground truth ([`Built::truth`]), also every check of
+/// [`crate::scenario::check_truth`]. `frames_max` is the table's frame limit per segment;
+/// `ordered(identity)` says whether the flow's order is promised (the RSS wrapper does not
+/// promise it for flows with inconsistent hashes). Panics with a description on a violation.
 pub fn check(
     built: &Built,
     config: &Config,
     frames_max: usize,
-    rec: &Recorder,
+    run: &Run,
     ordered: &dyn Fn(&Identity) -> bool,
 ) {
+    let rec = &run.rec;
     let inputs = &built.frames;
     let gro = config.policy == Policy::Gro;
-    // (1) Conservation.
+    // (1) Conservation: every pushed frame exactly once, nothing else.
+    let mut rank = vec![usize::MAX; inputs.len()];
+    for (r, id) in built
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Push(id) => Some(*id),
+            _ => None,
+        })
+        .enumerate()
+    {
+        assert_eq!(rank[id], usize::MAX, "frame {id} pushed twice");
+        rank[id] = r;
+    }
     let mut seen = vec![0u32; inputs.len()];
     for o in &rec.out {
         match o {
@@ -162,11 +220,15 @@ pub fn check(
             Out::Rel(i) => seen[*i] += 1,
         }
     }
-    if let Some(i) = seen.iter().position(|&c| c != 1) {
-        panic!("conservation: frame {i} came back {} times", seen[i]);
+    if let Some(i) = (0..inputs.len()).find(|&i| seen[i] != u32::from(rank[i] != usize::MAX)) {
+        panic!(
+            "conservation: frame {i} (pushed: {}) came back {} times",
+            rank[i] != usize::MAX,
+            seen[i]
+        );
     }
-    let pred = duplicates(inputs);
-    // (2)+(3) Order and bytes per flow: ids of a flow come out in increasing order, so the
+    let pred = duplicates(inputs, &rank);
+    // (2)+(3) Order and bytes per flow: frames of a flow come out in push order, so the
     // concatenated payload out equals the payload in (each segment's payload is checked to be
     // its frames' payloads below).
     let mut last: HashMap<Identity, usize> = HashMap::new();
@@ -176,7 +238,7 @@ pub fn check(
                 if let Some(t) = &inputs[i].tcp {
                     if let Some(&p) = last.get(&t.id) {
                         assert!(
-                            p < i || !ordered(&t.id),
+                            rank[p] < rank[i] || !ordered(&t.id),
                             "order: frame {i} after frame {p} of the same flow"
                         );
                     }
@@ -187,7 +249,7 @@ pub fn check(
     }
     for (pos, o) in rec.out.iter().enumerate() {
         match o {
-            Out::Rel(i) => check_released(inputs, gro, rec, pos, *i, &pred, ordered),
+            Out::Rel(i) => check_released(inputs, gro, rec, pos, *i, &pred, &rank, ordered),
             Out::Seg {
                 ids,
                 bytes,
@@ -217,7 +279,86 @@ pub fn check(
                 } else {
                     check_rewritten(inputs, config, ids, bytes, chunks, info, &pred, ordered);
                 }
+                // (8) Reversibility.
+                if gro && ids.len() > 1 {
+                    check_resegment(inputs, ids, bytes, info, built.truth.is_some());
+                }
             }
+        }
+    }
+    if let Some(truth) = &built.truth {
+        if let Err(e) = crate::scenario::check_truth(truth, config, run) {
+            panic!("{e}");
+        }
+    }
+}
+
+/// Every checksum of the frame as a sender writes it (canonical ones'-complement form): what
+/// segmentation reproduces.
+fn canonical(b: &[u8], t: &oracle::Tcp) -> bool {
+    let mut c = b.to_vec();
+    oracle::fix_checksums(&mut c, t);
+    c == b
+}
+
+/// (8) A `Gro` segment of several frames: software segmentation (`resegment_with::<Gre>`, and
+/// for plain frames `gso::resegment` too) gives back as many frames, and when every frame
+/// carried canonical checksums (or `exact`: frames of the scenario generator, which must come
+/// back whatever their checksums), the frames themselves byte for byte.
+fn check_resegment(
+    inputs: &[Pushed],
+    ids: &[usize],
+    bytes: &[u8],
+    info: &SegmentInfo,
+    exact: bool,
+) {
+    let head = &inputs[ids[0]];
+    let all_canonical = ids.iter().all(|&i| {
+        let f = &inputs[i];
+        f.tcp.as_ref().is_some_and(|t| canonical(&f.bytes, t))
+    });
+    let plain = head.tcp.as_ref().is_some_and(|t| t.outer.is_none());
+    let mut buf = vec![0u8; bytes.len().max(70_000)];
+    let mut gre: Vec<Vec<u8>> = Vec::new();
+    gso::resegment_with::<Gre>(
+        bytes,
+        &head.meta,
+        info.gso_size,
+        (info.fixed_id, info.fixed_outer_id),
+        &mut buf,
+        |f| gre.push(f.to_vec()),
+    )
+    .unwrap_or_else(|e| panic!("segment {ids:?}: resegment_with::<Gre>: {e}"));
+    let mut all = vec![("resegment_with::<Gre>", gre)];
+    if plain {
+        let mut back: Vec<Vec<u8>> = Vec::new();
+        gso::resegment(
+            bytes,
+            &head.meta,
+            info.gso_size,
+            info.fixed_id,
+            &mut buf,
+            |f| back.push(f.to_vec()),
+        )
+        .unwrap_or_else(|e| panic!("segment {ids:?}: resegment failed: {e:?}"));
+        all.push(("resegment", back));
+    }
+    for (how, back) in all {
+        assert_eq!(
+            back.len(),
+            ids.len(),
+            "segment {ids:?}: {how} gave {} frames",
+            back.len()
+        );
+        if !all_canonical && !exact {
+            continue;
+        }
+        for (k, (&i, f)) in ids.iter().zip(&back).enumerate() {
+            assert_eq!(
+                &f[..],
+                &inputs[i].bytes[..],
+                "segment {ids:?}: {how}: piece {k} is not frame {i}"
+            );
         }
     }
 }
@@ -227,12 +368,18 @@ pub fn check(
 /// number is the greatest the flow has carried (since its last SYN/RST). Only frames whose
 /// checksums are trusted count as "received" (the engine may not believe the others).
 /// Judged under `Lro` only (`Gro` never merges pure ACKs).
-pub fn duplicates(inputs: &[Pushed]) -> Vec<bool> {
+/// `rank[id]` is the frame's place in push order (`usize::MAX`: never pushed).
+pub fn duplicates(inputs: &[Pushed], rank: &[usize]) -> Vec<bool> {
     // Per flow: (previous trusted ACK's number and window, greatest ACK number).
     let mut state: HashMap<Identity, ((u32, u16), u32)> = HashMap::new();
-    inputs
-        .iter()
-        .map(|f| {
+    let mut order: Vec<usize> = (0..inputs.len())
+        .filter(|&i| rank[i] != usize::MAX)
+        .collect();
+    order.sort_by_key(|&i| rank[i]);
+    let mut dup = vec![false; inputs.len()];
+    for i in order {
+        dup[i] = (|| {
+            let f = &inputs[i];
             let Some(t) = f.tcp.as_ref().filter(|_| f.trusted) else {
                 return false;
             };
@@ -257,10 +404,12 @@ pub fn duplicates(inputs: &[Pushed]) -> Vec<bool> {
             };
             state.insert(t.id, (cur, max));
             dup
-        })
-        .collect()
+        })();
+    }
+    dup
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check_released(
     inputs: &[Pushed],
     gro: bool,
@@ -268,6 +417,7 @@ fn check_released(
     pos: usize,
     i: usize,
     pred: &[bool],
+    rank: &[usize],
     ordered: &dyn Fn(&Identity) -> bool,
 ) {
     assert!(!gro, "frame {i} released under Gro");
@@ -284,6 +434,11 @@ fn check_released(
         t.flags
     );
     assert!(!t.ip_opts, "frame {i} released with IP options");
+    let gre_flags = t.id.tunnel.map_or(0, |x| x.flags);
+    assert!(
+        gre_flags & !0xa000 == 0,
+        "frame {i} released with GRE flags {gre_flags:#x}"
+    );
     assert!(
         t.options_mergeable(&f.bytes),
         "frame {i} released with options"
@@ -312,7 +467,7 @@ fn check_released(
     let (ids, bytes) =
         by.unwrap_or_else(|| panic!("frame {i} released, no later segment of its flow"));
     assert!(
-        ids[0] < i,
+        rank[ids[0]] < rank[i],
         "frame {i} released; the next segment of its flow starts later"
     );
     let head = inputs[ids[0]].tcp.as_ref().expect("checked");
@@ -533,6 +688,13 @@ fn check_rewritten(
     assert!(
         oracle::ip_checksum_ok(bytes, &o),
         "segment {ids:?}: bad IPv4 header checksum"
+    );
+    if h.outer.is_some() {
+        crate::gre_reader::cross_check(inputs, ids, bytes, info);
+    }
+    assert!(
+        h.outer.is_none() || info.tunnel.is_some(),
+        "segment {ids:?}: tunnelled, but no tunnel in its info"
     );
     assert!(
         oracle::tunnel_checksums_ok(bytes, &o),

@@ -1,0 +1,85 @@
+//! The input every driver builds and the runner and checker take: concrete frames with the
+//! ground truth about them ([`Pushed`]) and the steps to run ([`Built`], [`Step`]).
+
+use crate::oracle::{self, Tcp};
+use lro_core::{RxChecksum, RxMeta};
+
+/// A pushed frame and the ground truth about it.
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    /// The bytes pushed.
+    pub bytes: Vec<u8>,
+    /// Its metadata.
+    pub meta: RxMeta,
+    /// The reference's TCP view.
+    pub tcp: Option<Tcp>,
+    /// Checksums right *and* the metadata vouches correctly (or verification is on).
+    pub trusted: bool,
+}
+
+impl Pushed {
+    /// A frame as pushed with `meta`: read by the reference reader (through GRE when it is
+    /// tunnelled, [`oracle::tcp_of_gre`]) and trusted when its checksums are right and the
+    /// metadata vouches for them correctly, or reports nothing and software verification is
+    /// on (as in `Config::lro()` and `Config::gro()`).
+    pub fn new(bytes: Vec<u8>, meta: RxMeta) -> Self {
+        let tcp = oracle::tcp_of_gre(&bytes, &meta);
+        Self::judged(bytes, meta, tcp, true)
+    }
+
+    /// A frame with the reference reader's view `tcp`, trusted as in [`Pushed::new`] with
+    /// software verification `verify`.
+    pub fn judged(bytes: Vec<u8>, meta: RxMeta, tcp: Option<Tcp>, verify: bool) -> Self {
+        let good = oracle::checksums_ok(&bytes, tcp.as_ref());
+        let trusted = good
+            && match meta.checksum {
+                RxChecksum::None => verify,
+                RxChecksum::Complete(c) => c == oracle::complete_sum(&bytes, meta.link),
+                _ => true,
+            };
+        Pushed {
+            bytes,
+            meta,
+            tcp,
+            trusted,
+        }
+    }
+}
+
+/// A concrete step.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Push input number `n`.
+    Push(usize),
+    /// `flush_all`.
+    FlushAll,
+    /// `flush_idle(now)`.
+    FlushIdle(u64),
+}
+
+/// Concrete frames and steps.
+#[derive(Debug, Default, Clone)]
+pub struct Built {
+    /// Frames by id.
+    pub frames: Vec<Pushed>,
+    /// Steps.
+    pub steps: Vec<Step>,
+    /// The scenario generator's own ground truth about every frame ([`crate::scenario`]),
+    /// checked on top of the reference reader's view; `None` for other drivers.
+    pub truth: Option<crate::scenario::Truth>,
+}
+
+impl Built {
+    /// The same frames and steps with every frame whose checksums are right marked
+    /// hardware-verified (`RxChecksum::Verified`): the case header prediction covers. Ground
+    /// truth (`trusted`) is not updated; only for comparing engines with each other.
+    pub fn all_verified(&self) -> Built {
+        let mut b = self.clone();
+        for f in &mut b.frames {
+            if oracle::checksums_ok(&f.bytes, f.tcp.as_ref()) {
+                f.meta.checksum = lro_core::RxChecksum::Verified;
+            }
+        }
+        b
+    }
+}

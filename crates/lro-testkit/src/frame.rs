@@ -1,0 +1,84 @@
+//! The frame type the harness pushes ([`Tagged`]: an identity the engine cannot forge) and
+//! the sink that records what comes out ([`Recorder`], [`Out`]).
+
+use lro_core::{Segment, SegmentInfo, Sink};
+
+/// A frame buffer with an identity the engine cannot forge (not `Clone`).
+#[derive(Debug)]
+pub struct Tagged {
+    /// Index of the input.
+    pub id: usize,
+    /// Bytes.
+    pub buf: Vec<u8>,
+}
+
+impl AsRef<[u8]> for Tagged {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl AsMut<[u8]> for Tagged {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+/// What came out.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // test records, built once per output
+pub enum Out {
+    /// A segment.
+    Seg {
+        /// Frame ids, head first.
+        ids: Vec<usize>,
+        /// As one contiguous frame.
+        bytes: Vec<u8>,
+        /// The scatter-gather pieces.
+        chunks: Vec<Vec<u8>>,
+        /// Its info.
+        info: SegmentInfo,
+    },
+    /// A released frame.
+    Rel(usize),
+}
+
+/// Records the output in order.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    /// Everything, in order.
+    pub out: Vec<Out>,
+}
+
+impl Sink<Tagged> for Recorder {
+    fn segment(&mut self, seg: Segment<'_, Tagged>) {
+        let info = *seg.info();
+        let mut bytes = vec![0u8; seg.len()];
+        let n = seg.copy_to(&mut bytes).expect("sized to fit");
+        assert_eq!(n, seg.len(), "copy_to wrote {n} bytes of {}", seg.len());
+        assert!(
+            seg.copy_to(&mut vec![0u8; seg.len().saturating_sub(1)])
+                .is_err()
+                || seg.is_empty(),
+            "copy_to into a short buffer succeeded"
+        );
+        let chunks: Vec<Vec<u8>> = seg.chunks().map(<[u8]>::to_vec).collect();
+        assert_eq!(seg.head(), &chunks[0][..], "head() is not the first chunk");
+        let ids: Vec<usize> = seg.into_frames().map(|f| f.id).collect();
+        assert_eq!(
+            ids.len(),
+            chunks.len(),
+            "frames and chunks differ in number"
+        );
+        self.out.push(Out::Seg {
+            ids,
+            bytes,
+            chunks,
+            info,
+        });
+    }
+
+    fn release(&mut self, frame: Tagged) {
+        self.out.push(Out::Rel(frame.id));
+    }
+}

@@ -1,0 +1,31 @@
+//! The single place for lro's test harness code, shared by the integration tests of
+//! `lro-core` and `lro-gre` and by the fuzz targets (`fuzz/`): nothing here is a second copy
+//! of something elsewhere, and new harness code belongs here rather than in a `tests/common`.
+//!
+//! - [`oracle`]: an independent reference reader of frames (plain and through GRE): flow
+//!   identity, offsets, header fields, checksums, written from the protocol rules and not from
+//!   the engine's code.
+//! - [`gre_reader`]: a second reader of GRE-tunnelled frames (etherparse and RFC 2784/2890),
+//!   which the checker applies to tunnelled segments on top of the oracle.
+//! - [`built`]: the input every driver produces and the runner and checker take: frames with
+//!   the ground truth about them, and the steps to run.
+//! - [`frame`]: the frame type pushed into engines ([`frame::Tagged`], an identity the engine
+//!   cannot forge) and the recording sink ([`frame::Recorder`]).
+//! - [`check`]: the runner over any [`lro_core::Coalescer`] and the checker of DESIGN.md's
+//!   invariants on what it recorded.
+//! - [`scenario`]: the lro-core property tests' scenario generator (plain steps that proptest
+//!   strategies generate), with its own ground truth and the checks judged from it.
+//! - `structured` (feature `fuzz`): the `arbitrary`-derived structured input of the fuzz
+//!   targets and their drivers, with GRE wrapping in `structured::gre`.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod built;
+pub mod check;
+pub mod frame;
+pub mod gre_reader;
+pub mod oracle;
+pub mod scenario;
+#[cfg(feature = "fuzz")]
+pub mod structured;

@@ -1,0 +1,42 @@
+//! Replays the committed corpora of the structured targets (`coalesce`, `rss_sorted`, `gre`)
+//! through their drivers on a stable toolchain, without libFuzzer: every input must pass the
+//! harness's checks (`lro-testkit`). `cargo test --release --manifest-path fuzz/Cargo.toml`.
+
+use arbitrary::{Arbitrary, Unstructured};
+use std::path::Path;
+
+fn replay<T: for<'a> Arbitrary<'a>>(target: &str, run: impl Fn(&T)) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(target);
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("corpus entry").path();
+        let data = std::fs::read(&path).expect("corpus file");
+        // As `fuzz_target!` does: inputs that do not decode are skipped.
+        let Ok(input) = T::arbitrary_take_rest(Unstructured::new(&data)) else {
+            continue;
+        };
+        if let Err(e) = lro_testkit::check::catch(|| run(&input)) {
+            panic!("{target}: {}: {e}", path.display());
+        }
+        n += 1;
+    }
+    eprintln!("{target}: {n} inputs replayed");
+    assert!(n > 0, "{target}: no input decoded");
+}
+
+#[test]
+fn coalesce_corpus() {
+    replay("coalesce", lro_fuzz::coalesce);
+}
+
+#[test]
+fn rss_sorted_corpus() {
+    replay("rss_sorted", lro_fuzz::rss_sorted);
+}
+
+#[test]
+fn gre_corpus() {
+    replay("gre", lro_fuzz::gre::gre);
+}
