@@ -1388,11 +1388,17 @@ where
         let row = &mut frames[s * C::FRAMES..s * C::FRAMES + count];
         self.held -= count;
         let rewrite = count > 1 || e.absorbed > 0;
-        let checksum = if rewrite {
+        let checksum = if !rewrite {
+            OutChecksum::AsReceived
+        } else if count == 1
+            && config.checksum_out == OutChecksum::Full
+            && !(E::ENABLED && e.layers.outer.is_some())
+        {
+            refresh_head(e, row);
+            OutChecksum::Full
+        } else {
             finalise::<F, E>(e, row, &config);
             config.checksum_out
-        } else {
-            OutChecksum::AsReceived
         };
         // The head from offset 0 to its datagram's end, then each appended frame's payload: the
         // link header plus the merged datagram (held frames' `start..end`, summed).
@@ -1457,6 +1463,62 @@ fn held_ip(f: &IpFacts) -> IpHeld {
         id: f.id,
         fixed_id: false,
     }
+}
+
+/// The header fix-up of a segment of one frame that absorbed pure ACKs (`Lro`): only the TCP
+/// flags, ACK number, window and timestamps of the head change (no length, no payload), so
+/// its TCP checksum, valid as received, is updated for the changed words (RFC 1624 eqn. 3:
+/// `HC' = ~(~HC + ~m + m')`) instead of recomputed from the segment's sums. Tunnels, whose
+/// encapsulation checksum covers these words too, and `Partial` output take [`finalise`].
+fn refresh_head<F: AsRef<[u8]> + AsMut<[u8]>>(e: &FlowState, row: &mut [Option<Held<F>>]) {
+    let Some(Some(head)) = row.first_mut() else {
+        return;
+    };
+    let b = head.frame.as_mut();
+    let l4 = usize::from(e.layers.l4);
+    let t = b.get_mut(l4..usize::from(e.layers.payload));
+    match (e.ts, t) {
+        (Some(_), Some(t)) => {
+            if let Some(t) = t.first_chunk_mut::<{ tcp::HEADER_LEN_TS }>() {
+                refresh_tcp(t, e);
+            }
+        }
+        (None, Some(t)) => {
+            if let Some(t) = t.first_chunk_mut::<{ tcp::HEADER_LEN }>() {
+                refresh_tcp(t, e);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// [`refresh_head`] on the head's TCP header: `N` bytes, with the timestamp option when
+/// `N` is [`tcp::HEADER_LEN_TS`].
+#[inline(always)]
+fn refresh_tcp<const N: usize>(t: &mut [u8; N], e: &FlowState) {
+    // ACK number, data offset and flags, window; the timestamp values: at most eight 16-bit
+    // words added in a 32-bit accumulator, folded once.
+    let words = |t: &[u8; N]| {
+        let w = |at: usize| u32::from(u16::from_be_bytes([t[at], t[at + 1]]));
+        let mut acc = w(8) + w(10) + w(12) + w(14);
+        if N == tcp::HEADER_LEN_TS {
+            acc += w(24) + w(26) + w(28) + w(30);
+        }
+        let acc = (acc & 0xffff) + (acc >> 16);
+        ((acc & 0xffff) + (acc >> 16)) as u16
+    };
+    let old = words(t);
+    t[tcp::field::FLAGS] |= e.or_flags;
+    write_be32(t, tcp::field::ACK_NUM.start, e.ack);
+    write_be16(t, tcp::field::WINDOW.start, e.window);
+    if let (Some((val, ecr)), true) = (e.ts, N == tcp::HEADER_LEN_TS) {
+        write_be32(t, tcp::field::TS_VAL.start, val);
+        write_be32(t, tcp::field::TS_ECR.start, ecr);
+    }
+    let new = words(t);
+    let at = tcp::field::CHECKSUM.start;
+    let hc = u16::from_be_bytes([t[at], t[at + 1]]);
+    write_be16(t, at, !csum::add(csum::add(!hc, !old), new));
 }
 
 /// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,
