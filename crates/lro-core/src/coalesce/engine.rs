@@ -520,6 +520,8 @@ where
         let Some(p) = self.read_predicted::<true>(bytes, meta, slot, shape) else {
             return Pred::Miss;
         };
+        // As `predict` judges (written out in both: a shared helper returning the decision
+        // and the held slot cost the predicted path 2 to 5 instructions per frame, measured).
         let held = e.is_held().then_some(slot);
         let memo = || ack_memo::get(self.store.acks(), self.store.key(slot), e.hash);
         let policy = if LRO { Policy::Lro } else { Policy::Gro };
