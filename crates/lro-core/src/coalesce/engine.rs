@@ -503,15 +503,17 @@ where
     fn predict_variant<const LRO: bool>(&self, bytes: &[u8], meta: &RxMeta, slot: u16) -> Pred {
         let tpl = &self.store.flows()[usize::from(slot)].tpl;
         if tpl.is_predicted() && tpl.data_offset_differs(bytes, tpl.layout()) {
-            self.read_variant::<LRO>(bytes, meta, slot)
+            let policy = if LRO { Policy::Lro } else { Policy::Gro };
+            self.read_variant(bytes, meta, slot, policy)
         } else {
             Pred::Miss
         }
     }
 
-    /// [`Engine::predict_variant`] for a frame whose data offset is not its template's.
+    /// [`Engine::predict_variant`] for a frame whose data offset is not its template's. One
+    /// copy for both policies: rare frames, and code size counts on small targets.
     #[inline(never)]
-    fn read_variant<const LRO: bool>(&self, bytes: &[u8], meta: &RxMeta, slot: u16) -> Pred {
+    fn read_variant(&self, bytes: &[u8], meta: &RxMeta, slot: u16, policy: Policy) -> Pred {
         let e = &self.store.flows()[usize::from(slot)];
         let shape = e.tpl.layout();
         if !e.tpl.matches_but_data_offset(bytes, meta, shape) {
@@ -524,7 +526,6 @@ where
         // and the held slot cost the predicted path 2 to 5 instructions per frame, measured).
         let held = e.is_held().then_some(slot);
         let memo = || ack_memo::get(self.store.acks(), self.store.key(slot), e.hash);
-        let policy = if LRO { Policy::Lro } else { Policy::Gro };
         match self.judge(policy, &p.view, Ok(()), held, meta.time, memo) {
             decision @ Decision::Alone(_) => Pred::Other {
                 decision,
