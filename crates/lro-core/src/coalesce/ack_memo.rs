@@ -57,6 +57,23 @@ pub(crate) fn get<T: Copy + Eq>(
     (m.valid && m.key == *key).then_some((m.ack, m.window))
 }
 
+/// May a pure ACK with nothing held start a segment? Not when the flow has no record among
+/// `records` (it could be a duplicate), nor when it repeats the record (a duplicate).
+#[inline]
+pub(crate) fn lone_ack<T: Copy + Eq>(
+    records: &[AckMemo<T>],
+    key: &Key<T>,
+    hash: u32,
+    ack: u32,
+    window: u16,
+) -> Result<(), PassReason> {
+    match get(records, key, hash) {
+        None => Err(PassReason::UnknownAck),
+        Some((a, w)) if a == ack && w == window => Err(PassReason::DupAck),
+        Some(_) => Ok(()),
+    }
+}
+
 impl<T: Copy + Eq> AckMemory<'_, T> {
     /// Records the newest ACK state delivered for a flow. An old (reordered) ACK never makes
     /// the flow's record older.
@@ -93,8 +110,7 @@ impl<T: Copy + Eq> AckMemory<'_, T> {
         }
     }
 
-    /// May a pure ACK with nothing held start a segment? Not when the flow has no record (it
-    /// could be a duplicate), nor when it repeats the record (a duplicate).
+    /// May a pure ACK with nothing held start a segment? See [`lone_ack`].
     #[inline]
     pub(crate) fn classify_lone_ack(
         &self,
@@ -103,10 +119,6 @@ impl<T: Copy + Eq> AckMemory<'_, T> {
         ack: u32,
         window: u16,
     ) -> Result<(), PassReason> {
-        match get(self.records, key, hash) {
-            None => Err(PassReason::UnknownAck),
-            Some((a, w)) if a == ack && w == window => Err(PassReason::DupAck),
-            Some(_) => Ok(()),
-        }
+        lone_ack(self.records, key, hash, ack, window)
     }
 }

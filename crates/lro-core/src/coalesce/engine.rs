@@ -585,13 +585,26 @@ where
             Decision::Join(slot, Merge::Absorb) => {
                 return self.absorb(slot, frame, &facts, meta.time, sink);
             }
-            // A data frame starting a segment in the entry whose template it matched (the
-            // flow's first frame after a flush): what `start` does for it.
-            Decision::Start | Decision::FlushThenStart(..)
-                if facts.payload_len > 0 && rules::may_start(&facts).is_ok() =>
-            {
+            // A frame starting a segment in the entry whose template it matched (the flow's
+            // first frame after a flush): what `start` does for it.
+            Decision::Start | Decision::FlushThenStart(..) if rules::may_start(&facts).is_ok() => {
                 if let Decision::FlushThenStart(held, reason) = decision {
                     self.flush_slot(held, reason, sink);
+                }
+                if facts.payload_len == 0 {
+                    // `Lro` only (`alone` passed every pure ACK under `Gro`), asked after the
+                    // flush, which updates the ACK memory.
+                    let e = &self.store.flows()[usize::from(slot)];
+                    let key = self.store.key(slot);
+                    let lone =
+                        ack_memo::lone_ack(self.store.acks(), key, e.hash, facts.ack, facts.window);
+                    if let Err(reason) = lone {
+                        if E::ENABLED && facts.outer.is_some() {
+                            self.stats.tunnel.passed[reason.index()] += 1;
+                        }
+                        let alone = Alone::of(*key, e.hash, &e.layers, &facts);
+                        return self.deliver_alone(frame, reason, Some(alone), sink);
+                    }
                 }
                 self.store.parts().index.activate(slot);
                 return self.begin(slot, frame, &facts, sum, ip_end, meta.time);
