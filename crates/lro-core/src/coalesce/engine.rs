@@ -1390,16 +1390,17 @@ where
             mut acks,
             ..
         } = self.store.parts();
-        let key = *index.key(slot);
-        index.park(slot);
         let s = usize::from(slot);
         let e = &mut flows[s];
         let count = usize::from(e.count);
         if count == 0 {
+            index.park(slot);
             return;
         }
+        // Borrowed, not copied: the entry is parked once the segment's info has its copy.
+        let key = index.key(slot);
         if config.policy == Policy::Lro {
-            acks.remember(&key, e.hash, e.ack, e.window);
+            acks.remember(key, e.hash, e.ack, e.window);
         }
         let row = &mut frames[s * C::FRAMES..s * C::FRAMES + count];
         self.held -= count;
@@ -1449,6 +1450,7 @@ where
             tunnel: key.tunnel.key().copied(),
             cause: Cause::Flushed(reason),
         };
+        index.park(slot);
         e.count = 0;
         sink.segment(Segment::new(row, info));
         // Frames the sink did not take out are dropped here (their `Drop` recycles them).
