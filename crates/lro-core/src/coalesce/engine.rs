@@ -108,6 +108,8 @@ enum Pred {
         payload: u32,
         ip_end: u32,
     },
+    /// Absorb it (`Lro`: a pure ACK superseding the held one of its flow): its values.
+    Absorb { slot: u16, appended: Appended },
     /// Anything else the rules decided, and what carrying it out needs of the frame.
     Other {
         decision: Decision,
@@ -376,6 +378,21 @@ where
                     slot, frame, &appended, sum, payload, ip_end, meta.time, sink,
                 )
             }
+            Pred::Absorb { slot, appended } => {
+                self.stats.predicted += 1;
+                self.count_in(0, appended.tunnelled);
+                let a = &appended;
+                self.absorb_values(
+                    slot,
+                    frame,
+                    a.ack,
+                    a.window,
+                    a.ts,
+                    a.tunnelled,
+                    meta.time,
+                    sink,
+                )
+            }
             Pred::Other {
                 decision,
                 held,
@@ -482,6 +499,21 @@ where
                     ip_end: p.ip_end,
                 }
             }
+            // A pure ACK (`Lro` only): what `absorb` writes, without the frame's other facts.
+            Decision::Join(slot, Merge::Absorb) if LRO => Pred::Absorb {
+                slot,
+                appended: Appended {
+                    ack: p.view.ack(),
+                    window: p.view.window(),
+                    flags: p.view.flags(),
+                    payload_len: 0,
+                    ts: p.view.options().timestamps(),
+                    ip_id: 0,
+                    outer_id: 0,
+                    tunnelled: E::ENABLED && shape.tunnel(),
+                    trimmed: false,
+                },
+            },
             decision => Pred::Other {
                 decision,
                 held,
@@ -1272,13 +1304,35 @@ where
         time: u64,
         sink: &mut K,
     ) -> Verdict {
+        if f.padded {
+            self.stats.trimmed += 1;
+        }
+        let (ts, tunnelled) = (f.options.timestamps(), f.outer.is_some());
+        self.absorb_values(slot, frame, f.ack, f.window, ts, tunnelled, time, sink)
+    }
+
+    /// [`Engine::absorb`] given the values it takes from the frame (header prediction's
+    /// frames are never padded).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // the frame and the values of it that are kept
+    fn absorb_values<K: Sink<F> + ?Sized>(
+        &mut self,
+        slot: u16,
+        frame: F,
+        ack: u32,
+        window: u16,
+        ts: Option<(u32, u32)>,
+        tunnelled: bool,
+        time: u64,
+        sink: &mut K,
+    ) -> Verdict {
         let Parts {
             mut index, flows, ..
         } = self.store.parts();
         let e = &mut flows[usize::from(slot)];
-        e.ack = f.ack;
-        e.window = f.window;
-        if let Some(ts) = f.options.timestamps() {
+        e.ack = ack;
+        e.window = window;
+        if let Some(ts) = ts {
             e.ts = Some(ts);
         }
         e.absorbed += 1;
@@ -1286,11 +1340,8 @@ where
         index.touch(slot);
         self.stats.acks_merged += 1;
         self.stats.absorbed += 1;
-        if E::ENABLED && f.outer.is_some() {
+        if E::ENABLED && tunnelled {
             self.stats.tunnel.acks_merged += 1;
-        }
-        if f.padded {
-            self.stats.trimmed += 1;
         }
         sink.release(frame);
         Verdict::Absorbed
