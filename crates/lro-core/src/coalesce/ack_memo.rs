@@ -109,16 +109,4 @@ impl<T: Copy + Eq> AckMemory<'_, T> {
             m.valid = false;
         }
     }
-
-    /// May a pure ACK with nothing held start a segment? See [`lone_ack`].
-    #[inline]
-    pub(crate) fn classify_lone_ack(
-        &self,
-        key: &Key<T>,
-        hash: u32,
-        ack: u32,
-        window: u16,
-    ) -> Result<(), PassReason> {
-        lone_ack(self.records, key, hash, ack, window)
-    }
 }
