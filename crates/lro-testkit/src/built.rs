@@ -2,6 +2,7 @@
 //! ground truth about them ([`Pushed`]) and the steps to run ([`Built`], [`Step`]).
 
 use crate::oracle::{self, Tcp};
+use lro_core::testing::{FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, TPID_8021AD, TPID_8021Q};
 use lro_core::{RxChecksum, RxMeta};
 
 /// A pushed frame and the ground truth about it.
@@ -81,5 +82,35 @@ impl Built {
             }
         }
         b
+    }
+}
+
+/// A flow's link layer, one of the five shapes both input builders draw from (`which` modulo
+/// 5): untagged Ethernet, one in-line 802.1Q tag with `tci`, 802.1ad over 802.1Q, raw IP, a
+/// tag the NIC stripped. Returns the spec and the metadata that goes with it.
+pub fn link_shape(spec: FrameSpec<'_>, which: u8, tci: u16) -> (FrameSpec<'_>, RxMeta) {
+    let meta = RxMeta::ethernet(0);
+    match which % 5 {
+        0 => (spec, meta),
+        1 => (spec.vlan(TPID_8021Q, tci), meta),
+        2 => (spec.vlan(TPID_8021AD, 20).vlan(TPID_8021Q, 30), meta),
+        3 => (spec.raw_ip(), RxMeta::raw_ip(0)),
+        _ => (spec, meta.with_vlan_stripped(40)),
+    }
+}
+
+/// For an IPv6 spec: a Hop-by-Hop and (or) a Destination Options header, each with a PadN
+/// option, and the flow label. Nothing for IPv4.
+pub fn ipv6_shape(spec: &mut FrameSpec<'_>, hop_by_hop: bool, destination: bool, flow_label: u32) {
+    if let IpSpec::V6(ip) = &mut spec.ip {
+        let pad = &[1, 4, 0, 0, 0, 0];
+        let exts = [
+            (hop_by_hop, Ipv6ExtKind::HopByHop),
+            (destination, Ipv6ExtKind::DestinationOptions),
+        ];
+        for (slot, (_, kind)) in ip.ext.iter_mut().zip(exts.iter().filter(|(on, _)| *on)) {
+            *slot = Some(Ipv6Ext::new(*kind, pad));
+        }
+        ip.flow_label = flow_label;
     }
 }

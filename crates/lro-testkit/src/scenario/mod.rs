@@ -15,7 +15,7 @@ mod truth;
 
 pub use truth::check_truth;
 
-use crate::built::{Built, Pushed, Step as Do};
+use crate::built::{self, Built, Pushed, Step as Do};
 use crate::check;
 use crate::frame::Tagged;
 use crate::oracle;
@@ -238,42 +238,20 @@ fn payload_byte(flow: usize, off: u32) -> u8 {
 
 fn make_flow(i: usize, seed: &FlowSeed, flows: &mut [FlowState], knobs: &Knobs) -> FlowState {
     let v6 = seed.shape & 1 == 1;
-    let mut spec = if v6 {
+    let spec = if v6 {
         FrameSpec::ipv6_tcp(10000 + i as u16, 443)
     } else {
         FrameSpec::ipv4_tcp(10000 + i as u16, 443)
     };
-    let mut meta = RxMeta::ethernet(0);
+    let (mut spec, mut meta) = built::link_shape(spec, seed.shape >> 1, 10);
     let mut group = i;
-    match (seed.shape >> 1) % 5 {
-        0 => {}
-        1 => spec = spec.vlan(testing::TPID_8021Q, 10),
-        2 => {
-            spec = spec
-                .vlan(testing::TPID_8021AD, 20)
-                .vlan(testing::TPID_8021Q, 30)
-        }
-        3 => {
-            spec = spec.raw_ip();
-            meta = RxMeta::raw_ip(0);
-        }
-        _ => meta = meta.with_vlan_stripped(40),
-    }
-    if let IpSpec::V6(ip) = &mut spec.ip {
-        let mut n = 0;
-        if seed.shape & 0x10 != 0 {
-            // Hop-by-Hop with a PadN option.
-            ip.ext[n] = Some(Ipv6Ext::new(Ipv6ExtKind::HopByHop, &[1, 4, 0, 0, 0, 0]));
-            n += 1;
-        }
-        if seed.shape & 0x20 != 0 {
-            ip.ext[n] = Some(Ipv6Ext::new(
-                Ipv6ExtKind::DestinationOptions,
-                &[1, 4, 0, 0, 0, 0],
-            ));
-        }
-        ip.flow_label = if seed.shape & 0x40 != 0 { 0x12345 } else { 0 };
-    }
+    let flow_label = if seed.shape & 0x40 != 0 { 0x12345 } else { 0 };
+    built::ipv6_shape(
+        &mut spec,
+        seed.shape & 0x10 != 0,
+        seed.shape & 0x20 != 0,
+        flow_label,
+    );
     // Twin of the previous flow: same identity but one field.
     if i > 0 && seed.twin.is_multiple_of(2) {
         let prev = &mut flows[i - 1];

@@ -18,7 +18,7 @@ use arbitrary::Arbitrary;
 use lro_core::rss::RssSorted;
 use lro_core::testing::{
     Corrupt, EthernetSpec, FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, LinkSpec, VlanTag, TCP_ACK,
-    TCP_PSH, TPID_8021AD, TPID_8021Q,
+    TCP_PSH,
 };
 use lro_core::{Coalescer, Engine, Sizes};
 use lro_core::{Config, OutChecksum, RssHash, RssType, RxChecksum, RxMeta};
@@ -224,38 +224,14 @@ fn flow_states(setup: &Setup) -> Vec<FlowState> {
             (prev.spec, prev.meta)
         } else {
             let port = 40000 + i as u16;
-            let mut spec = if t.v6 {
+            let spec = if t.v6 {
                 FrameSpec::ipv6_tcp(port, 443)
             } else {
                 FrameSpec::ipv4_tcp(port, 443)
             };
-            let mut meta = RxMeta::ethernet(0);
-            match t.link % 5 {
-                0 => {}
-                1 => spec = spec.vlan(TPID_8021Q, 10 + i as u16),
-                2 => spec = spec.vlan(TPID_8021AD, 20).vlan(TPID_8021Q, 30),
-                3 => {
-                    spec = spec.raw_ip();
-                    meta = RxMeta::raw_ip(0);
-                }
-                _ => meta = meta.with_vlan_stripped(40),
-            }
-            if let IpSpec::V6(ip) = &mut spec.ip {
-                let mut n = 0;
-                if t.ext & 1 != 0 {
-                    ip.ext[n] = Some(Ipv6Ext::new(Ipv6ExtKind::HopByHop, &[1, 4, 0, 0, 0, 0]));
-                    n += 1;
-                }
-                if t.ext & 2 != 0 {
-                    ip.ext[n] = Some(Ipv6Ext::new(
-                        Ipv6ExtKind::DestinationOptions,
-                        &[1, 4, 0, 0, 0, 0],
-                    ));
-                }
-                if t.ext & 4 != 0 {
-                    ip.flow_label = 0xabcde;
-                }
-            }
+            let (mut spec, meta) = crate::built::link_shape(spec, t.link, 10 + i as u16);
+            let flow_label = if t.ext & 4 != 0 { 0xabcde } else { 0 };
+            crate::built::ipv6_shape(&mut spec, t.ext & 1 != 0, t.ext & 2 != 0, flow_label);
             (spec, meta)
         };
         match twin {
