@@ -616,9 +616,6 @@ where
         // The common decisions that need nothing more of the frame, taken without an
         // `Incoming`: what `act` would do, minus its copies.
         match decision {
-            Decision::Join(slot, Merge::Absorb) => {
-                return self.absorb(slot, frame, &facts, meta.time, sink);
-            }
             // A frame starting a segment in the entry whose template it matched (the flow's
             // first frame after a flush): what `start` does for it.
             Decision::Start | Decision::FlushThenStart(..) if rules::may_start(&facts).is_ok() => {
