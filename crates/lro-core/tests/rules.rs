@@ -225,12 +225,17 @@ fn reverse_pure_ack_leaves_prediction_to_the_data_flow() {
 /// timestamps as Linux sends them (66 bytes: a pure ACK without options is a runt that
 /// Ethernet pads, and padding is the general path's).
 fn ack_flow(port: u16, id: u16, ack: u32) -> Vec<u8> {
+    frame(ack_spec(port, id, ack))
+}
+
+/// [`ack_flow`]'s frame as a spec, for variants of it.
+fn ack_spec(port: u16, id: u16, ack: u32) -> FrameSpec<'static> {
     let mut s = FrameSpec::ipv4_tcp(port, 40000);
     if let IpSpec::V4(ip) = &mut s.ip {
         ip.id = id;
         std::mem::swap(&mut ip.src, &mut ip.dst);
     }
-    frame(s.seq(7).ack(ack).flags(TCP_ACK).timestamps(ack, 9))
+    s.seq(7).ack(ack).flags(TCP_ACK).timestamps(ack, 9)
 }
 
 /// Pushes `frames` through a `Gro` engine of 4 entries, with or without header prediction:
@@ -347,20 +352,8 @@ fn gro_pure_ack_entry_keeps_the_ip_fields_of_its_template() {
 /// range, go to the general path.
 #[test]
 fn sack_acks_are_predicted_as_variants_of_their_flows_template() {
-    let sack_ack = |id: u16, ack: u32, blocks: &[(u32, u32)]| {
-        let mut s = FrameSpec::ipv4_tcp(80, 40000);
-        if let IpSpec::V4(ip) = &mut s.ip {
-            ip.id = id;
-            std::mem::swap(&mut ip.src, &mut ip.dst);
-        }
-        frame(
-            s.seq(7)
-                .ack(ack)
-                .flags(TCP_ACK)
-                .timestamps(ack, 9)
-                .sack(blocks),
-        )
-    };
+    let sack_ack =
+        |id: u16, ack: u32, blocks: &[(u32, u32)]| frame(ack_spec(80, id, ack).sack(blocks));
     let mut bad_offset = sack_ack(9, 2400, &[(3000, 3100)]);
     // Data offset 15 (60 bytes) runs past the datagram's end.
     bad_offset[14 + 20 + 12] = 0xf0;
