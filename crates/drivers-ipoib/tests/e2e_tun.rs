@@ -15,11 +15,8 @@
 //! only the namespace and TUN device it creates (named `ib<pid>`), addresses in
 //! 198.18.0.0/24, and deletes them on exit, also on failure (a Drop guard).
 
-use std::fs::File;
-use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::time::{Duration, Instant as WallInstant};
 
 use drivers_ipoib::hca::SimHca;
@@ -27,6 +24,7 @@ use drivers_ipoib::phy::IpoibDevice;
 use drivers_ipoib::{Mode, QueueConfig, RxQueue, RxQueueStorage};
 use drivers_myri::phy::STAGING_LEN;
 use lro_core::csum;
+use lro_testkit::sys::{kernel_client, not_root, run, tool_missing, tun_missing, Cleanup, Fnv};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet};
 use smoltcp::phy::{wait, Device, Medium, RxToken, TunTapInterface};
 use smoltcp::socket::tcp;
@@ -48,101 +46,10 @@ const SMALL: usize = 256;
 /// A stuck transfer fails instead of hanging.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
-/// FNV-1a, 64 bits.
-#[derive(Clone, Copy)]
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-    fn update(&mut self, data: &[u8]) {
-        for &b in data {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
-
-/// The client's data: a xorshift stream, so reordering or duplication cannot go unnoticed.
-fn fill(buf: &mut [u8], state: &mut u64) {
-    for chunk in buf.chunks_mut(8) {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        let bytes = state.to_le_bytes();
-        chunk.copy_from_slice(&bytes[..chunk.len()]);
-    }
-}
-
-fn run_cmd(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (network namespaces and TUN devices need CAP_NET_ADMIN)".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` (iproute2) not found".into());
-    }
-    if File::open("/dev/net/tun").is_err() {
-        return Some("/dev/net/tun unavailable".into());
-    }
-    None
-}
-
-/// Deletes the namespace (and the TUN device in it) and the TUN device if it never moved,
-/// on drop, also on panic.
-struct Cleanup {
-    ns: String,
-    tun: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-        let _ = Command::new("ip").args(["link", "del", &self.tun]).output();
-    }
-}
-
-/// The kernel TCP client: joins the namespace (this thread only), connects, sends `TOTAL`
-/// bytes and closes. Returns the hash of what it sent.
-fn client(ns: &str) -> std::io::Result<u64> {
-    let netns = File::open(format!("/var/run/netns/{ns}"))?;
-    // SAFETY: `netns` is an open namespace file descriptor; setns changes the network
-    // namespace of the calling thread only, which runs nothing but this client.
-    if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let addr: SocketAddr = format!("198.18.0.2:{PORT}").parse().expect("address");
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
-    stream.set_write_timeout(Some(RUN_LIMIT))?;
-    let mut hash = Fnv::new();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut sent = 0;
-    while sent < TOTAL {
-        let n = buf.len().min(TOTAL - sent);
-        fill(&mut buf[..n], &mut state);
-        hash.update(&buf[..n]);
-        stream.write_all(&buf[..n])?;
-        sent += n;
-    }
-    stream.shutdown(Shutdown::Write)?;
-    Ok(hash.0)
+    not_root("network namespaces and TUN devices need CAP_NET_ADMIN")
+        .or_else(|| tool_missing("ip", "-V", "(iproute2)"))
+        .or_else(tun_missing)
 }
 
 /// What the kernel handed over, checked: complete checksums, within the MTU.
@@ -191,21 +98,19 @@ fn kernel_client_to_smoltcp_through_ipoib_copybreak_and_coalescer() {
     let pid = std::process::id();
     let ns = format!("ib{pid}");
     let tun_name = format!("ib{pid}t");
-    let _cleanup = Cleanup {
-        ns: ns.clone(),
-        tun: tun_name.clone(),
-    };
+    // The namespace, and the TUN device if it never moved into it.
+    let _cleanup = Cleanup::netns(&ns).and_link(&tun_name);
     // A persistent TUN device with the IPoIB MTU set before smoltcp opens it (smoltcp sizes its
     // reads by the MTU it finds), then moved into the client's namespace.
-    if let Err(e) = run_cmd(&["ip", "tuntap", "add", "dev", &tun_name, "mode", "tun"]) {
+    if let Err(e) = run(&["ip", "tuntap", "add", "dev", &tun_name, "mode", "tun"]) {
         println!("skipped: cannot create a TUN device: {e}");
         return;
     }
     let mtu = MODE.mtu().to_string();
-    run_cmd(&["ip", "link", "set", &tun_name, "mtu", &mtu]).expect("set the MTU");
+    run(&["ip", "link", "set", &tun_name, "mtu", &mtu]).expect("set the MTU");
     let tun = TunTapInterface::new(&tun_name, Medium::Ip).expect("open the TUN device");
     assert_eq!(tun.capabilities().max_transmission_unit, MODE.mtu());
-    run_cmd(&["ip", "netns", "add", &ns]).expect("create the namespace");
+    run(&["ip", "netns", "add", &ns]).expect("create the namespace");
     let addr = format!("{CLIENT_IP}/24");
     for cmd in [
         &["ip", "link", "set", &tun_name, "netns", &ns][..],
@@ -213,7 +118,7 @@ fn kernel_client_to_smoltcp_through_ipoib_copybreak_and_coalescer() {
         &["ip", "-n", &ns, "addr", "add", &addr, "dev", &tun_name],
         &["ip", "-n", &ns, "link", "set", &tun_name, "up"],
     ] {
-        run_cmd(cmd).expect("configure the namespace");
+        run(cmd).expect("configure the namespace");
     }
 
     // The receive path: queue memory, the simulated HCA, the coalescing smoltcp device.
@@ -243,7 +148,17 @@ fn kernel_client_to_smoltcp_through_ipoib_copybreak_and_coalescer() {
     let handle = sockets.add(socket);
 
     let ns_owned = ns.clone();
-    let client = std::thread::spawn(move || client(&ns_owned));
+    let to = SocketAddr::from((SERVER_IP, PORT));
+    let client = std::thread::spawn(move || {
+        kernel_client(
+            &ns_owned,
+            to,
+            TOTAL,
+            0x9e37_79b9_7f4a_7c15,
+            RUN_LIMIT,
+            false,
+        )
+    });
 
     let mut check = TunCheck::default();
     let mut hash = Fnv::new();

@@ -11,11 +11,8 @@
 //! otherwise. Uses only the namespace and TAP device it creates (named after the process id),
 //! addresses in 198.18.0.0/24, and deletes them on exit, also on failure (a Drop guard).
 
-use std::fs::File;
-use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::time::{Duration, Instant as WallInstant};
 
 use drivers_myri::phy::{LroDevice, STAGING_LEN};
@@ -26,6 +23,9 @@ use drivers_myri::smoltcp::socket::tcp;
 use drivers_myri::smoltcp::time::{Duration as SmolDuration, Instant};
 use drivers_myri::smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 use drivers_myri::{BufferLayout, RxRing, RxRingStorage};
+use lro_testkit::sys::{
+    kernel_client, not_root, output, run, thread_cpu_ns, tool_missing, tun_missing, Cleanup, Fnv,
+};
 
 /// Bytes the kernel client sends per run.
 const TOTAL: usize = 32 << 20;
@@ -42,124 +42,12 @@ const FRAG: usize = 2048;
 /// Whole-test wall-clock limit per run (a stuck transfer fails instead of hanging).
 const RUN_LIMIT: Duration = Duration::from_secs(25);
 
-/// FNV-1a, 64 bits: enough to compare two 32 MiB streams.
-#[derive(Clone, Copy)]
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-
-    fn update(&mut self, data: &[u8]) {
-        for &b in data {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
-
-/// The client's data: a xorshift stream, so reordering or duplication cannot go unnoticed.
-fn fill(buf: &mut [u8], state: &mut u64) {
-    for chunk in buf.chunks_mut(8) {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        let bytes = state.to_le_bytes();
-        chunk.copy_from_slice(&bytes[..chunk.len()]);
-    }
-}
-
-fn run_cmd(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn output(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (network namespaces and TAP devices need CAP_NET_ADMIN)".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` (iproute2) not found".into());
-    }
-    if Command::new("ethtool").arg("--version").output().is_err() {
-        return Some("`ethtool` not found (apt-get install -y ethtool)".into());
-    }
-    if File::open("/dev/net/tun").is_err() {
-        return Some("/dev/net/tun unavailable".into());
-    }
-    None
-}
-
-/// Deletes the namespace (and the TAP device moved into it) on drop, also on panic.
-struct NetnsGuard {
-    ns: String,
-}
-
-impl Drop for NetnsGuard {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
-    }
-}
-
-/// Thread CPU time in nanoseconds.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is always supported
-    // on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// The kernel TCP client: joins the namespace (this thread only), connects, sends `TOTAL`
-/// bytes and closes. Returns the hash of what it sent.
-fn client(ns: &str, port: u16) -> std::io::Result<u64> {
-    let netns = File::open(format!("/var/run/netns/{ns}"))?;
-    // SAFETY: `netns` is an open namespace file descriptor; setns changes the network
-    // namespace of the calling thread only, which runs nothing but this client.
-    if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let addr: SocketAddr = format!("198.18.0.2:{port}").parse().expect("address");
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
-    stream.set_write_timeout(Some(RUN_LIMIT))?;
-    let mut hash = Fnv::new();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(port);
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut sent = 0;
-    while sent < TOTAL {
-        let n = buf.len().min(TOTAL - sent);
-        fill(&mut buf[..n], &mut state);
-        hash.update(&buf[..n]);
-        stream.write_all(&buf[..n])?;
-        sent += n;
-    }
-    stream.shutdown(Shutdown::Write)?;
-    Ok(hash.0)
+    not_root("network namespaces and TAP devices need CAP_NET_ADMIN")
+        .or_else(|| tool_missing("ip", "-V", "(iproute2)"))
+        .or_else(|| tool_missing("ethtool", "--version", "(apt-get install -y ethtool)"))
+        .or_else(tun_missing)
 }
 
 /// What one transfer measured.
@@ -218,7 +106,10 @@ fn transfer(
     let handle = sockets.add(socket);
 
     let ns_owned = ns.to_owned();
-    let client = std::thread::spawn(move || client(&ns_owned, port));
+    let to = SocketAddr::from((SERVER_IP, port));
+    let seed = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(port);
+    let client =
+        std::thread::spawn(move || kernel_client(&ns_owned, to, TOTAL, seed, RUN_LIMIT, false));
 
     let mut hash = Fnv::new();
     let mut bytes = 0usize;
@@ -311,8 +202,8 @@ fn kernel_client_to_smoltcp_through_ring_and_coalescer() {
     let pid = std::process::id();
     let ns = format!("myri{pid}");
     let tap_name = format!("myri{pid}t");
-    run_cmd(&["ip", "netns", "add", &ns]).expect("create the namespace");
-    let _guard = NetnsGuard { ns: ns.clone() };
+    run(&["ip", "netns", "add", &ns]).expect("create the namespace");
+    let _cleanup = Cleanup::netns(&ns);
 
     let tap = match TunTapInterface::new(&tap_name, Medium::Ethernet) {
         Ok(t) => t,
@@ -328,10 +219,10 @@ fn kernel_client_to_smoltcp_through_ring_and_coalescer() {
         &["ip", "-n", &ns, "addr", "add", &addr, "dev", &tap_name],
         &["ip", "-n", &ns, "link", "set", &tap_name, "up"],
     ] {
-        run_cmd(cmd).expect("configure the namespace");
+        run(cmd).expect("configure the namespace");
     }
     // Wire-size frames with real checksums: no TSO/GSO, no checksum offload on the sender.
-    let _ = run_cmd(&[
+    let _ = run(&[
         "ip", "netns", "exec", &ns, "ethtool", "-K", &tap_name, "tx", "off", "tso", "off", "gso",
         "off",
     ]);

@@ -29,7 +29,8 @@ use drivers_myri::smoltcp::socket::tcp;
 use drivers_myri::smoltcp::wire::{IpAddress, IpEndpoint};
 use drivers_myri::xdp::{XdpMode, XdpProgram, XskConfig};
 use lro_core::Config;
-use xdp_common::{kernel_server, staging, thread_cpu_ns, Fnv, Node, Stream};
+use lro_testkit::sys::Stream;
+use xdp_common::{kernel_server, staging, thread_cpu_ns, Fnv, Node};
 
 /// A knob from the environment.
 fn knob(name: &str, default: usize) -> usize {

@@ -17,9 +17,13 @@
 //!   strategies generate), with its own ground truth and the checks judged from it.
 //! - `structured` (feature `fuzz`): the `arbitrary`-derived structured input of the fuzz
 //!   targets and their drivers, with GRE wrapping in `structured::gre`.
+//! - `sys` (feature `sys`, Linux): what the drivers' end-to-end tests over network namespaces
+//!   share (commands, skip checks, namespace entry and cleanup, the client's byte stream and
+//!   its hash, thread CPU time). The only module with `unsafe` (`geteuid`, `setns`,
+//!   `clock_gettime`).
 
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod built;
 pub mod check;
@@ -29,3 +33,5 @@ pub mod oracle;
 pub mod scenario;
 #[cfg(feature = "fuzz")]
 pub mod structured;
+#[cfg(all(feature = "sys", target_os = "linux"))]
+pub mod sys;

@@ -8,11 +8,8 @@
 //! frames on the wire are wire-size with real checksums).
 #![allow(dead_code)]
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::process::Command;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant as WallInstant};
 
 use drivers_myri::phy::{LroDevice, STAGING_LEN};
@@ -25,6 +22,8 @@ use std::collections::VecDeque;
 use drivers_myri::xdp::{UmemFrame, XskRx, XskTx};
 use drivers_myri::RxDriver;
 use lro_core::RxMeta;
+use lro_testkit::sys::{self, not_root, tool_missing, Cleanup};
+pub(crate) use lro_testkit::sys::{enter_netns as enter, output, run, thread_cpu_ns, Fnv};
 
 /// The kernel's address (namespace b).
 pub(crate) const KERNEL_IP: &str = "198.18.0.1";
@@ -35,45 +34,13 @@ pub(crate) const SMOL_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x4d, 0x20];
 /// smoltcp's MAC in `ip neigh` notation.
 pub(crate) const SMOL_MAC_STR: &str = "02:00:00:00:4d:20";
 
-/// Runs a command; its stderr on failure.
-pub(crate) fn run(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// A command's stdout.
-pub(crate) fn output(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// Why the AF_XDP tests cannot run here, if they cannot.
 pub(crate) fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some(
-            "not root (namespaces, veth, XDP and AF_XDP need CAP_NET_ADMIN/CAP_BPF)".into(),
-        );
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` (iproute2) not found".into());
-    }
-    if Command::new("ethtool").arg("--version").output().is_err() {
-        return Some("`ethtool` not found (apt-get install -y ethtool)".into());
+    if let Some(reason) = not_root("namespaces, veth, XDP and AF_XDP need CAP_NET_ADMIN/CAP_BPF")
+        .or_else(|| tool_missing("ip", "-V", "(iproute2)"))
+        .or_else(|| tool_missing("ethtool", "--version", "(apt-get install -y ethtool)"))
+    {
+        return Some(reason);
     }
     // SAFETY: socket(2) with constant arguments; the descriptor is closed right away.
     let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW, 0) };
@@ -137,17 +104,6 @@ pub(crate) fn setup(tag: &str, queues: u32) -> Option<Net> {
     }
 }
 
-/// Moves the calling thread into namespace `ns`.
-pub(crate) fn enter(ns: &str) -> std::io::Result<()> {
-    let f = File::open(format!("/var/run/netns/{ns}"))?;
-    // SAFETY: `f` is an open namespace file; setns changes the network namespace of the
-    // calling thread only.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Two namespaces and a veth pair between them, deleted on drop (also on panic).
 pub(crate) struct Net {
     /// Namespace of the XDP side.
@@ -158,6 +114,8 @@ pub(crate) struct Net {
     pub(crate) if_a: String,
     /// The kernel side's interface (in `ns_b`).
     pub(crate) if_b: String,
+    /// Deletes both namespaces, and with them the veth pair.
+    _cleanup: Cleanup,
 }
 
 impl Net {
@@ -165,11 +123,13 @@ impl Net {
     /// frames; `tag` keeps the names of tests running at once apart.
     pub(crate) fn new(tag: &str, queues: u32) -> Result<Self, String> {
         let pid = std::process::id();
+        let (ns_a, ns_b) = (format!("xdp{pid}{tag}a"), format!("xdp{pid}{tag}b"));
         let net = Self {
-            ns_a: format!("xdp{pid}{tag}a"),
-            ns_b: format!("xdp{pid}{tag}b"),
-            if_a: format!("xdp{pid}{tag}a"),
-            if_b: format!("xdp{pid}{tag}b"),
+            _cleanup: Cleanup::netns(&ns_a).and_netns(&ns_b),
+            if_a: ns_a.clone(),
+            if_b: ns_b.clone(),
+            ns_a,
+            ns_b,
         };
         run(&["ip", "netns", "add", &net.ns_a])?;
         run(&["ip", "netns", "add", &net.ns_b])?;
@@ -294,66 +254,6 @@ impl Net {
     }
 }
 
-impl Drop for Net {
-    fn drop(&mut self) {
-        // Deleting a namespace deletes the veth end inside it, and with it the pair.
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.ns_a])
-            .status();
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.ns_b])
-            .status();
-    }
-}
-
-/// FNV-1a, 64 bits.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Fnv(pub(crate) u64);
-
-impl Fnv {
-    pub(crate) fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-
-    pub(crate) fn update(&mut self, data: &[u8]) {
-        for &b in data {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
-
-/// A xorshift byte stream, so reordering, loss or duplication cannot go unnoticed.
-pub(crate) struct Stream(u64);
-
-impl Stream {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(seed | 1)
-    }
-
-    pub(crate) fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            let bytes = self.0.to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
-    }
-}
-
-/// Thread CPU time in nanoseconds.
-pub(crate) fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is always supported
-    // on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The kernel TCP client: in namespace `ns`, connects to smoltcp's `port`, sends `total` bytes
 /// of the stream seeded with `seed`, closes. Returns the hash of what it sent.
 pub(crate) fn kernel_client(
@@ -363,32 +263,9 @@ pub(crate) fn kernel_client(
     seed: u64,
     limit: Duration,
 ) -> std::io::Result<u64> {
-    enter(ns)?;
-    let addr: SocketAddr = format!(
-        "{}.{}.{}.{}:{port}",
-        SMOL_IP[0], SMOL_IP[1], SMOL_IP[2], SMOL_IP[3]
-    )
-    .parse()
-    .expect("address");
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
-    stream.set_write_timeout(Some(limit))?;
-    let mut hash = Fnv::new();
-    let mut data = Stream::new(seed);
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut sent = 0;
-    while sent < total {
-        let n = buf.len().min(total - sent);
-        data.fill(&mut buf[..n]);
-        hash.update(&buf[..n]);
-        stream.write_all(&buf[..n])?;
-        sent += n;
-    }
-    stream.shutdown(Shutdown::Write)?;
-    // Wait for smoltcp's FIN so the connection ends cleanly before the namespace goes.
-    let mut rest = [0u8; 64];
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let _ = stream.read(&mut rest);
-    Ok(hash.0)
+    let [a, b, c, d] = SMOL_IP;
+    let to = SocketAddr::from(([a, b, c, d], port));
+    sys::kernel_client(ns, to, total, seed, limit, true)
 }
 
 /// The kernel TCP server: listens in namespace `ns` on `port` (ready when `ready` is sent),

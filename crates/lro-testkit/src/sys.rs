@@ -1,0 +1,254 @@
+//! What the drivers' end-to-end tests over network namespaces share (feature `sys`, Linux):
+//! running `ip`/`ethtool`, the checks that decide whether such a test can run here, entering a
+//! namespace from one thread and deleting what a test created (also when it fails), the byte
+//! stream a kernel TCP client sends with its hash, and a thread's CPU time.
+//!
+//! ```
+//! use lro_testkit::sys::{Fnv, Stream};
+//! // The same seed gives the same bytes, so a receiver can check what it got by its hash.
+//! let (mut a, mut b) = ([0u8; 100], [0u8; 100]);
+//! Stream::new(7).fill(&mut a);
+//! Stream::new(7).fill(&mut b);
+//! let (mut ha, mut hb) = (Fnv::new(), Fnv::new());
+//! ha.update(&a);
+//! hb.update(&b[..40]);
+//! hb.update(&b[40..]);
+//! assert_eq!(ha, hb);
+//! ```
+
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::time::Duration;
+
+/// FNV-1a, 64 bits: enough to tell two streams of tens of MiB apart, fed in any pieces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fnv(pub u64);
+
+impl Fnv {
+    /// The hash of nothing.
+    pub fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    /// Adds `data`.
+    pub fn update(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A xorshift byte stream, so reordering, loss or duplication cannot go unnoticed.
+#[derive(Clone, Debug)]
+pub struct Stream(u64);
+
+impl Stream {
+    /// The stream of `seed` (any value).
+    pub fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+
+    /// Writes the stream's next `buf.len()` bytes (a length that is not a multiple of 8 drops
+    /// the rest of its last 8-byte word).
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            let bytes = self.0.to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+}
+
+/// Runs a command; its stderr on failure.
+pub fn run(args: &[&str]) -> Result<(), String> {
+    output(args).map(drop)
+}
+
+/// Runs a command; its stdout, or its stderr on failure.
+pub fn output(args: &[&str]) -> Result<String, String> {
+    let (program, rest) = args.split_first().ok_or("no command")?;
+    let out = Command::new(program)
+        .args(rest)
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Why a test cannot run when not root: `Some("not root (<needs>)")`, else `None`.
+pub fn not_root(needs: &str) -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    (unsafe { libc::geteuid() } != 0).then(|| format!("not root ({needs})"))
+}
+
+/// Why a test cannot run without `tool`: `Some` when `tool probe` cannot be started, with
+/// `hint` (how to install it) appended.
+pub fn tool_missing(tool: &str, probe: &str, hint: &str) -> Option<String> {
+    Command::new(tool)
+        .arg(probe)
+        .output()
+        .is_err()
+        .then(|| format!("`{tool}` not found {hint}").trim_end().to_string())
+}
+
+/// Why a test cannot create TUN/TAP devices: `Some` when `/dev/net/tun` cannot be opened.
+pub fn tun_missing() -> Option<String> {
+    File::open("/dev/net/tun")
+        .is_err()
+        .then(|| "/dev/net/tun unavailable".to_string())
+}
+
+/// Moves the calling thread (only) into the network namespace `ns` (`ip netns add` made).
+pub fn enter_netns(ns: &str) -> std::io::Result<()> {
+    let f = File::open(format!("/var/run/netns/{ns}"))?;
+    // SAFETY: `f` is an open namespace file; setns changes the network namespace of the
+    // calling thread only.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Network namespaces and links a test created, deleted when this drops: at the end of the
+/// test and when it panics. Deleting a namespace deletes the devices inside it (and a veth
+/// pair with its end); links are for devices that may never have moved into one.
+#[derive(Debug, Default)]
+pub struct Cleanup {
+    namespaces: Vec<String>,
+    links: Vec<String>,
+}
+
+impl Cleanup {
+    /// Deletes the namespace `ns` on drop.
+    pub fn netns(ns: &str) -> Self {
+        Self::default().and_netns(ns)
+    }
+
+    /// Also deletes the namespace `ns`.
+    pub fn and_netns(mut self, ns: &str) -> Self {
+        self.namespaces.push(ns.to_string());
+        self
+    }
+
+    /// Also deletes the link `name` from the test's own namespace, if it is still there.
+    pub fn and_link(mut self, name: &str) -> Self {
+        self.links.push(name.to_string());
+        self
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for ns in &self.namespaces {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+        for link in &self.links {
+            let _ = Command::new("ip").args(["link", "del", link]).output();
+        }
+    }
+}
+
+/// The CPU time of the calling thread, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is always supported
+    // on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The kernel's TCP client: from the namespace `ns` (this thread moves into it), connects to
+/// `to`, sends `total` bytes of the [`Stream`] of `seed` and shuts its side down; with
+/// `await_fin`, then waits (up to 5 s) for the peer's FIN, so the connection ends cleanly
+/// before the namespace goes. Returns the [`Fnv`] hash of what it sent.
+pub fn kernel_client(
+    ns: &str,
+    to: SocketAddr,
+    total: usize,
+    seed: u64,
+    limit: Duration,
+    await_fin: bool,
+) -> std::io::Result<u64> {
+    enter_netns(ns)?;
+    let mut stream = TcpStream::connect_timeout(&to, Duration::from_secs(10))?;
+    stream.set_write_timeout(Some(limit))?;
+    let mut hash = Fnv::new();
+    let mut data = Stream::new(seed);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut sent = 0;
+    while sent < total {
+        let n = buf.len().min(total - sent);
+        data.fill(&mut buf[..n]);
+        hash.update(&buf[..n]);
+        stream.write_all(&buf[..n])?;
+        sent += n;
+    }
+    stream.shutdown(Shutdown::Write)?;
+    if await_fin {
+        let mut rest = [0u8; 64];
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let _ = stream.read(&mut rest);
+    }
+    Ok(hash.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_is_fnv_1a() {
+        // FNV-1a 64 of "a" (the reference value of the FNV authors' test suite).
+        let mut h = Fnv::new();
+        h.update(b"a");
+        assert_eq!(h.0, 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn streams_differ_by_seed_and_continue_across_calls() {
+        let mut whole = [0u8; 24];
+        Stream::new(1).fill(&mut whole);
+        let mut pieces = [0u8; 24];
+        let mut s = Stream::new(1);
+        s.fill(&mut pieces[..8]);
+        s.fill(&mut pieces[8..]);
+        assert_eq!(whole, pieces);
+        let mut other = [0u8; 24];
+        Stream::new(2).fill(&mut other);
+        assert_ne!(whole, other);
+    }
+
+    #[test]
+    fn commands_report_their_failure() {
+        assert_eq!(output(&["echo", "hi"]).as_deref(), Ok("hi\n"));
+        let e = run(&["sh", "-c", "echo nope >&2; exit 3"]).unwrap_err();
+        assert!(e.contains("failed: nope"), "{e}");
+        assert!(run(&["/nonexistent/tool"]).is_err());
+        assert!(tool_missing("/nonexistent/tool", "-V", "(apt)").is_some());
+        assert!(tool_missing("sh", "-c", "").is_none());
+    }
+}
