@@ -344,6 +344,50 @@ fn gro_pure_ack_entry_keeps_the_ip_fields_of_its_template() {
     );
 }
 
+/// A SACK pure ACK that header prediction reads as a variant and passes alone with nothing of
+/// its flow held updates the `Lro` ACK memory as the parser's reading does: the plain ACK
+/// after it that repeats its ACK state is a duplicate and goes alone, not into a segment.
+#[test]
+fn a_lone_sack_ack_read_by_prediction_updates_the_ack_memory() {
+    let frames = [
+        ack_flow(80, 1, 2000),
+        ack_flow(80, 2, 2100),
+        // (flush_all here: nothing of the flow is held afterwards.)
+        frame(ack_spec(80, 3, 2200).sack(&[(2500, 2600)])),
+        ack_flow(80, 4, 2200),
+    ];
+    let run = |prediction: bool| {
+        let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+        let mut engine: Engine<Vec<u8>, Sizes<4, 16>> =
+            Engine::new(Config::lro().with_header_prediction(prediction));
+        let mut rec = Rec::default();
+        let mut verdicts = Vec::new();
+        let mut predicted = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            if i == 2 {
+                engine.flush_all(&mut rec);
+            }
+            let before = engine.stats().predicted;
+            verdicts.push(engine.push(f.clone(), &meta, &mut rec));
+            predicted.push(engine.stats().predicted > before);
+        }
+        engine.flush_all(&mut rec);
+        assert!(engine.stats().is_conserved());
+        (verdicts, rec, predicted)
+    };
+    let (verdicts, rec, predicted) = run(true);
+    let (verdicts_off, rec_off, _) = run(false);
+    assert!(
+        predicted[2],
+        "the SACK ACK was not read by header prediction"
+    );
+    assert_eq!(verdicts[2], Verdict::Passed(lro_core::PassReason::Options));
+    assert_eq!(verdicts[3], Verdict::Passed(lro_core::PassReason::DupAck));
+    assert_eq!(verdicts, verdicts_off);
+    assert_eq!(rec.segments, rec_off.segments);
+    assert_eq!(rec.causes, rec_off.causes);
+}
+
 /// A pure ACK with SACK blocks has a longer TCP header than its flow's template: header
 /// prediction reads it as a variant of the template (its own options and payload offset) and
 /// takes it when the rules pass it alone, after the flow's held ACK (`Lro`: options other

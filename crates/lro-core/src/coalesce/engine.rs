@@ -113,11 +113,12 @@ enum Pred {
     /// only those fields made the `Gro` path 4 to 6 instructions per frame dearer, measured:
     /// the enum's layout changes its code.)
     Absorb { slot: u16, appended: Appended },
-    /// Deliver it alone, nothing of its flow held (`Gro` only; its pure ACKs, mostly): the
-    /// reason, and what the sink reads of it, in an `Appended` as for `Absorb`. Taken straight
-    /// from what prediction read, without the frame's full facts or `act_predicted`. (Under
-    /// `Lro`, which passes few predicted frames alone, the arm made the predicted path 19 to 23
-    /// instructions per frame dearer, from codegen alone, measured.)
+    /// Deliver it alone, nothing of its flow held: the reason, and what the ACK memory and the
+    /// sink read of it, in an `Appended` as for `Absorb`. Taken straight from what prediction
+    /// read, without the frame's full facts or `act_predicted`. `predict` gives it under `Gro`
+    /// only (its pure ACKs, mostly: under `Lro`, which passes few predicted frames alone, the
+    /// arm made the predicted path 19 to 23 instructions per frame dearer, from codegen alone,
+    /// measured); `read_variant` under both (SACK pure ACKs).
     Alone {
         slot: u16,
         reason: PassReason,
@@ -409,25 +410,7 @@ where
                 slot,
                 reason,
                 appended: a,
-            } => {
-                self.stats.predicted += 1;
-                self.count_in(a.payload_len, a.tunnelled);
-                if a.tunnelled {
-                    self.stats.tunnel.passed[reason.index()] += 1;
-                }
-                let e = &self.store.flows()[usize::from(slot)];
-                let alone = Alone {
-                    key: *self.store.key(slot),
-                    hash: e.hash,
-                    l3: u32::from(e.layers.l3),
-                    l4: u32::from(e.layers.l4),
-                    payload_len: a.payload_len,
-                    flags: a.flags,
-                    ack: a.ack,
-                    window: a.window,
-                };
-                self.deliver_alone(frame, reason, Some(alone), sink)
-            }
+            } => self.deliver_predicted_alone(frame, slot, reason, &a, sink),
             Pred::Other {
                 decision,
                 held,
@@ -441,9 +424,58 @@ where
                     held,
                     read,
                 } => self.act_predicted(frame, meta, slot, decision, held, read, sink),
+                Pred::Alone {
+                    slot,
+                    reason,
+                    appended: a,
+                } => self.deliver_variant_alone(frame, slot, reason, &a, sink),
                 _ => self.push_general(frame, meta, sink),
             },
         }
+    }
+
+    /// Delivers a frame header prediction read and the rules pass alone, nothing of its flow
+    /// held ([`Pred::Alone`]).
+    #[inline(always)]
+    fn deliver_predicted_alone<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        slot: u16,
+        reason: PassReason,
+        a: &Appended,
+        sink: &mut K,
+    ) -> Verdict {
+        self.stats.predicted += 1;
+        self.count_in(a.payload_len, a.tunnelled);
+        if a.tunnelled {
+            self.stats.tunnel.passed[reason.index()] += 1;
+        }
+        let e = &self.store.flows()[usize::from(slot)];
+        let alone = Alone {
+            key: *self.store.key(slot),
+            hash: e.hash,
+            l3: u32::from(e.layers.l3),
+            l4: u32::from(e.layers.l4),
+            payload_len: a.payload_len,
+            flags: a.flags,
+            ack: a.ack,
+            window: a.window,
+        };
+        self.deliver_alone(frame, reason, Some(alone), sink)
+    }
+
+    /// [`Engine::deliver_predicted_alone`] for a variant ([`Engine::read_variant`]), out of
+    /// line: inlined there as well, it cost the common path 1 to 2 instructions per frame.
+    #[inline(never)]
+    fn deliver_variant_alone<K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        slot: u16,
+        reason: PassReason,
+        a: &Appended,
+        sink: &mut K,
+    ) -> Verdict {
+        self.deliver_predicted_alone(frame, slot, reason, a, sink)
     }
 
     /// Delivers everything held (see [`Coalescer::flush_all`]).
@@ -609,6 +641,21 @@ where
         let held = e.is_held().then_some(slot);
         let memo = || ack_memo::get(self.store.acks(), self.store.key(slot), e.hash);
         match self.judge(policy, &p.view, Ok(()), held, meta.time, memo) {
+            Decision::Alone(reason) if held.is_none() => Pred::Alone {
+                slot,
+                reason,
+                appended: Appended {
+                    ack: p.view.ack(),
+                    window: p.view.window(),
+                    flags: p.view.flags(),
+                    payload_len: p.view.payload_len(),
+                    ts: None,
+                    ip_id: 0,
+                    outer_id: 0,
+                    tunnelled: E::ENABLED && shape.tunnel(),
+                    trimmed: false,
+                },
+            },
             decision @ Decision::Alone(_) => Pred::Other {
                 decision,
                 held,
