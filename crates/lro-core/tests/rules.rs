@@ -344,6 +344,34 @@ fn gro_pure_ack_entry_keeps_the_ip_fields_of_its_template() {
     );
 }
 
+/// Pushes `frames` (NIC-verified checksums) into a small engine of `config` with header
+/// prediction on or off, flushing everything before frame `flush_before` and at the end:
+/// each frame's verdict, what was delivered, and which frames prediction read.
+fn run_verified(
+    config: Config,
+    prediction: bool,
+    frames: &[Vec<u8>],
+    flush_before: Option<usize>,
+) -> (Vec<Verdict>, Rec, Vec<bool>) {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 16>> =
+        Engine::new(config.with_header_prediction(prediction));
+    let mut rec = Rec::default();
+    let mut verdicts = Vec::new();
+    let mut predicted = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        if flush_before == Some(i) {
+            engine.flush_all(&mut rec);
+        }
+        let before = engine.stats().predicted;
+        verdicts.push(engine.push(f.clone(), &meta, &mut rec));
+        predicted.push(engine.stats().predicted > before);
+    }
+    engine.flush_all(&mut rec);
+    assert!(engine.stats().is_conserved());
+    (verdicts, rec, predicted)
+}
+
 /// A SACK pure ACK that header prediction reads as a variant and passes alone with nothing of
 /// its flow held updates the `Lro` ACK memory as the parser's reading does: the plain ACK
 /// after it that repeats its ACK state is a duplicate and goes alone, not into a segment.
@@ -356,27 +384,8 @@ fn a_lone_sack_ack_read_by_prediction_updates_the_ack_memory() {
         frame(ack_spec(80, 3, 2200).sack(&[(2500, 2600)])),
         ack_flow(80, 4, 2200),
     ];
-    let run = |prediction: bool| {
-        let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
-        let mut engine: Engine<Vec<u8>, Sizes<4, 16>> =
-            Engine::new(Config::lro().with_header_prediction(prediction));
-        let mut rec = Rec::default();
-        let mut verdicts = Vec::new();
-        let mut predicted = Vec::new();
-        for (i, f) in frames.iter().enumerate() {
-            if i == 2 {
-                engine.flush_all(&mut rec);
-            }
-            let before = engine.stats().predicted;
-            verdicts.push(engine.push(f.clone(), &meta, &mut rec));
-            predicted.push(engine.stats().predicted > before);
-        }
-        engine.flush_all(&mut rec);
-        assert!(engine.stats().is_conserved());
-        (verdicts, rec, predicted)
-    };
-    let (verdicts, rec, predicted) = run(true);
-    let (verdicts_off, rec_off, _) = run(false);
+    let (verdicts, rec, predicted) = run_verified(Config::lro(), true, &frames, Some(2));
+    let (verdicts_off, rec_off, _) = run_verified(Config::lro(), false, &frames, Some(2));
     assert!(
         predicted[2],
         "the SACK ACK was not read by header prediction"
@@ -414,24 +423,8 @@ fn sack_acks_are_predicted_as_variants_of_their_flows_template() {
         bad_offset,
     ];
     for config in [Config::lro(), Config::gro()] {
-        let run = |prediction: bool| {
-            let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
-            let mut engine: Engine<Vec<u8>, Sizes<4, 16>> =
-                Engine::new(config.with_header_prediction(prediction));
-            let mut rec = Rec::default();
-            let mut predicted = Vec::new();
-            let mut verdicts = Vec::new();
-            for f in &frames {
-                let before = engine.stats().predicted;
-                verdicts.push(engine.push(f.clone(), &meta, &mut rec));
-                predicted.push(engine.stats().predicted > before);
-            }
-            engine.flush_all(&mut rec);
-            assert!(engine.stats().is_conserved());
-            (verdicts, rec, predicted)
-        };
-        let (verdicts, rec, predicted) = run(true);
-        let (verdicts_off, rec_off, _) = run(false);
+        let (verdicts, rec, predicted) = run_verified(config, true, &frames, None);
+        let (verdicts_off, rec_off, _) = run_verified(config, false, &frames, None);
         let policy = config.policy;
         assert_eq!(verdicts, verdicts_off, "{policy:?}");
         assert_eq!(rec.segments, rec_off.segments, "{policy:?}");

@@ -156,6 +156,22 @@ struct Appended {
 }
 
 impl Appended {
+    /// What a frame delivered alone ([`Pred::Alone`]) leaves to the ACK memory and the sink.
+    #[inline(always)]
+    fn alone(f: &impl Facts, tunnelled: bool) -> Self {
+        Self {
+            ack: f.ack(),
+            window: f.window(),
+            flags: f.flags(),
+            payload_len: f.payload_len(),
+            ts: None,
+            ip_id: 0,
+            outer_id: 0,
+            tunnelled,
+            trimmed: false,
+        }
+    }
+
     #[inline(always)]
     fn of(f: &Fields) -> Self {
         Self {
@@ -584,17 +600,7 @@ where
             Decision::Alone(reason) if !LRO && held.is_none() => Pred::Alone {
                 slot,
                 reason,
-                appended: Appended {
-                    ack: p.view.ack(),
-                    window: p.view.window(),
-                    flags: p.view.flags(),
-                    payload_len: p.view.payload_len(),
-                    ts: None,
-                    ip_id: 0,
-                    outer_id: 0,
-                    tunnelled: E::ENABLED && shape.tunnel(),
-                    trimmed: false,
-                },
+                appended: Appended::alone(&p.view, E::ENABLED && shape.tunnel()),
             },
             decision => Pred::Other {
                 decision,
@@ -644,17 +650,7 @@ where
             Decision::Alone(reason) if held.is_none() => Pred::Alone {
                 slot,
                 reason,
-                appended: Appended {
-                    ack: p.view.ack(),
-                    window: p.view.window(),
-                    flags: p.view.flags(),
-                    payload_len: p.view.payload_len(),
-                    ts: None,
-                    ip_id: 0,
-                    outer_id: 0,
-                    tunnelled: E::ENABLED && shape.tunnel(),
-                    trimmed: false,
-                },
+                appended: Appended::alone(&p.view, E::ENABLED && shape.tunnel()),
             },
             decision @ Decision::Alone(_) => Pred::Other {
                 decision,
