@@ -609,3 +609,52 @@ fn plain_segments_of_a_tunnel_engine_name_no_tunnel() {
     );
     assert_eq!(plain[0].1.tunnel, None, "a plain segment");
 }
+
+/// When every frame comes through the tunnel, the tunnel's pass counters are the engine's:
+/// every frame delivered alone is counted by its reason in both, whatever the reason (here
+/// an unknown ACK state, a pure ACK duplicating the held one, a frame with options) and
+/// whether header prediction read it.
+#[test]
+fn every_tunnelled_frame_passed_alone_is_counted_for_the_tunnel() {
+    let ack = |id: u16, ack: u32, sack: bool| {
+        let mut spec = FrameSpec::ipv4_tcp(40001, 5201)
+            .seq(77)
+            .ack(ack)
+            .flags(TCP_ACK)
+            .timestamps(100 + u32::from(id), 50);
+        if sack {
+            spec = spec.sack(&[(ack + 500, ack + 600)]);
+        }
+        if let lro_core::testing::IpSpec::V4(v4) = &mut spec.ip {
+            v4.id = id;
+        }
+        tunnelled(
+            Outer {
+                id: 300 + id,
+                ..Outer::default()
+            },
+            &spec,
+        )
+    };
+    let frames = vec![
+        ack(1, 1000, false), // no ACK state known yet: alone
+        ack(2, 1100, false), // held
+        ack(3, 1100, false), // repeats the held ACK: the held one goes, this one alone
+        ack(4, 1200, false), // held
+        ack(5, 1200, true),  // SACK blocks: alone
+    ];
+    for prediction in [true, false] {
+        let config = Config::lro().with_header_prediction(prediction);
+        let (_, stats, verdicts) = run(config, &frames, 1);
+        assert_eq!(
+            verdicts[2],
+            Verdict::Passed(PassReason::DupAck),
+            "{verdicts:?}"
+        );
+        assert_eq!(stats.tunnel.frames_in, frames.len() as u64);
+        assert_eq!(
+            stats.tunnel.passed, stats.passed,
+            "prediction {prediction}: {stats:?}"
+        );
+    }
+}

@@ -463,9 +463,6 @@ where
     ) -> Verdict {
         self.stats.predicted += 1;
         self.count_in(a.payload_len, a.tunnelled);
-        if a.tunnelled {
-            self.stats.tunnel.passed[reason.index()] += 1;
-        }
         let e = &self.store.flows()[usize::from(slot)];
         let alone = Alone {
             key: *self.store.key(slot),
@@ -721,9 +718,6 @@ where
                     let lone =
                         ack_memo::lone_ack(self.store.acks(), key, e.hash, facts.ack, facts.window);
                     if let Err(reason) = lone {
-                        if E::ENABLED && facts.outer.is_some() {
-                            self.stats.tunnel.passed[reason.index()] += 1;
-                        }
                         let alone = Alone::of(*key, e.hash, &e.layers, &facts);
                         return self.deliver_alone(frame, reason, Some(alone), sink);
                     }
@@ -732,9 +726,6 @@ where
                 return self.begin(slot, frame, &facts, sum, ip_end, meta.time);
             }
             Decision::Alone(reason) if held.is_none() => {
-                if E::ENABLED && facts.outer.is_some() {
-                    self.stats.tunnel.passed[reason.index()] += 1;
-                }
                 let alone = Alone::of(*self.store.key(slot), e.hash, &e.layers, &facts);
                 return self.deliver_alone(frame, reason, Some(alone), sink);
             }
@@ -1054,7 +1045,6 @@ where
                 if reason == PassReason::PureAck && !inc.predicted {
                     self.keep_idle(inc, frame.as_ref(), meta);
                 }
-                self.count_tunnel_pass(inc, reason);
                 self.deliver_alone(frame, reason, Some(self.alone_of(inc)), sink)
             }
             Decision::FlushThenStart(slot, reason) => {
@@ -1152,13 +1142,6 @@ where
         }
     }
 
-    #[inline(always)]
-    fn count_tunnel_pass(&mut self, inc: &Incoming<E::Tunnel>, reason: PassReason) {
-        if E::ENABLED && inc.facts.outer.is_some() {
-            self.stats.tunnel.passed[reason.index()] += 1;
-        }
-    }
-
     fn alone_of(&self, inc: &Incoming<E::Tunnel>) -> Alone<E::Tunnel> {
         Alone::of(inc.key, inc.hash, &inc.layers, &inc.facts)
     }
@@ -1179,7 +1162,6 @@ where
                 ack_memo::lone_ack(self.store.acks(), &inc.key, inc.hash, f.ack, f.window).err();
         }
         if let Some(reason) = reason {
-            self.count_tunnel_pass(inc, reason);
             return self.deliver_alone(frame, reason, Some(self.alone_of(inc)), sink);
         }
         // Counted only once the frame is held without its padding (a frame delivered alone
@@ -1443,6 +1425,11 @@ where
         sink: &mut K,
     ) -> Verdict {
         if let Some(a) = &parsed {
+            // Counted for the tunnel too when the frame came through one (its key has the
+            // tunnel's identity).
+            if E::ENABLED && a.key.tunnel.key().is_some() {
+                self.stats.tunnel.passed[reason.index()] += 1;
+            }
             // Values are trusted only once the checksum was verified (verification comes
             // before any other verdict). A SYN or RST starts or ends a connection: the flow's
             // ACK history no longer applies. Only a segment with ACK set carries an ACK number.
