@@ -156,7 +156,9 @@ struct Appended {
 }
 
 impl Appended {
-    /// What a frame delivered alone ([`Pred::Alone`]) leaves to the ACK memory and the sink.
+    /// A frame's ACK state, flags and payload length, nothing else of it: what a frame
+    /// delivered alone ([`Pred::Alone`]) leaves to the ACK memory and the sink, and, with its
+    /// timestamps, what an absorbed pure ACK ([`Pred::Absorb`]) leaves to its segment.
     #[inline(always)]
     fn alone(f: &impl Facts, tunnelled: bool) -> Self {
         Self {
@@ -583,15 +585,8 @@ where
             Decision::Join(slot, Merge::Absorb) if LRO => Pred::Absorb {
                 slot,
                 appended: Appended {
-                    ack: p.view.ack(),
-                    window: p.view.window(),
-                    flags: p.view.flags(),
-                    payload_len: 0,
                     ts: p.view.options().timestamps(),
-                    ip_id: 0,
-                    outer_id: 0,
-                    tunnelled: E::ENABLED && shape.tunnel(),
-                    trimmed: false,
+                    ..Appended::alone(&p.view, E::ENABLED && shape.tunnel())
                 },
             },
             Decision::Alone(reason) if !LRO && held.is_none() => Pred::Alone {
