@@ -756,6 +756,8 @@ pub(crate) fn read<'a, E: Encap, const V: bool>(
         }
         None => 0,
     };
+    // The template's sums assume its header length: a variant's is not asked for.
+    let want_sum = want_sum && !V;
     let negated = || PayloadSum::Negated(Template::varying_words(len_word, t, shape.ts()));
     let sum = match meta.checksum {
         RxChecksum::Verified => {
@@ -780,7 +782,7 @@ pub(crate) fn read<'a, E: Encap, const V: bool>(
             PayloadSum::Folded(software_ok(bytes, e, end)?)
         }
     };
-    // The template's sums assume its header length: a variant's is not computed (the checks
+    // Software verification gives a sum as it checks: a variant's is dropped (the checks
     // above cover the whole segment whatever its header length).
     let sum = if V { PayloadSum::None } else { sum };
     Some(Predicted {
