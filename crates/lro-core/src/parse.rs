@@ -298,6 +298,40 @@ fn macs(h: &[u8; 12]) -> u128 {
         | u128::from(u32::from_be_bytes([h[8], h[9], h[10], h[11]])) << 32
 }
 
+/// The offsets and the TCP header of a fast-path frame (`h`: its first bytes, through the fixed
+/// TCP header at `l4`) whose IP datagram ends at `ip_end`, into `out`: both IP versions' common
+/// part. False when the lengths do not fit the frame, left to the general parser to judge.
+#[inline(always)]
+fn fast_tcp(
+    out: &mut Parsed,
+    frame: &[u8],
+    h: &[u8],
+    (l3, l4, ip_end): (usize, usize, usize),
+) -> bool {
+    let hlen = usize::from(h[l4 + tcp::field::DATA_OFF] >> 4) * 4;
+    if ip_end > frame.len() || hlen < tcp::HEADER_LEN || l4 + hlen > ip_end {
+        return false;
+    }
+    let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+    let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    out.link_len = l3 as u32;
+    out.l3 = l3 as u32;
+    out.l4 = l4 as u32;
+    out.payload = (l4 + hlen) as u32;
+    out.payload_len = (ip_end - l4 - hlen) as u32;
+    out.ip_end = ip_end as u32;
+    out.seq = be32(l4 + tcp::field::SEQ_NUM.start);
+    out.ack = be32(l4 + tcp::field::ACK_NUM.start);
+    out.flags_word = be32(l4 + tcp::field::FLAG_WORD.start);
+    out.flags = h[l4 + tcp::field::FLAGS];
+    out.window = be16(l4 + tcp::field::WINDOW.start);
+    out.options = match hlen {
+        tcp::HEADER_LEN => TcpOptions::None,
+        _ => TcpOptions::classify(&frame[l4 + tcp::HEADER_LEN..l4 + hlen]),
+    };
+    true
+}
+
 /// The fast path for Ethernet with `TAGS` (0 or 1) in-line VLAN tags, IPv4 with IHL 5, TCP:
 /// the whole of [`parse`] for that shape. Returns false (and may have written part of `out`) for
 /// any frame it does not cover; those go to the general parser, which decides what they are.
@@ -318,14 +352,6 @@ fn fast_v4<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
         return false;
     }
     let ip_end = l3 + usize::from(be16(l3 + ipv4::field::LENGTH.start));
-    let hlen = usize::from(h[l4 + tcp::field::DATA_OFF] >> 4) * 4;
-    if ip_end > frame.len() || hlen < tcp::HEADER_LEN || l4 + hlen > ip_end {
-        return false;
-    }
-    let options = match hlen {
-        tcp::HEADER_LEN => TcpOptions::None,
-        _ => TcpOptions::classify(&frame[l4 + tcp::HEADER_LEN..l4 + hlen]),
-    };
     let mut tags = stripped_tag(meta);
     if TAGS == 1 {
         tags |= u128::from(be32(ethernet::HEADER_LEN - 2)) << 64;
@@ -339,18 +365,6 @@ fn fast_v4<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
         macs(mac) | u128::from(be32(l4)),
         FlowKey::pack_tags(tags, 4, LinkKind::Ethernet, 0),
     );
-    out.link_len = l3 as u32;
-    out.l3 = l3 as u32;
-    out.l4 = l4 as u32;
-    out.payload = (l4 + hlen) as u32;
-    out.payload_len = (ip_end - l4 - hlen) as u32;
-    out.ip_end = ip_end as u32;
-    out.seq = be32(l4 + tcp::field::SEQ_NUM.start);
-    out.ack = be32(l4 + tcp::field::ACK_NUM.start);
-    out.flags_word = be32(l4 + tcp::field::FLAG_WORD.start);
-    out.flags = h[l4 + tcp::field::FLAGS];
-    out.window = be16(l4 + tcp::field::WINDOW.start);
-    out.options = options;
     out.ip = IpFacts {
         ttl: h[l3 + ipv4::field::TTL],
         tos: h[l3 + ipv4::field::TOS],
@@ -360,7 +374,7 @@ fn fast_v4<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
         v6: false,
     };
     out.tunnel = None;
-    true
+    fast_tcp(out, frame, h, (l3, l4, ip_end))
 }
 
 /// The fast path for Ethernet with `TAGS` (0 or 1) in-line VLAN tags, IPv6 with TCP right after
@@ -380,14 +394,6 @@ fn fast_v6<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
         return false;
     }
     let ip_end = l4 + plen;
-    let hlen = usize::from(h[l4 + tcp::field::DATA_OFF] >> 4) * 4;
-    if ip_end > frame.len() || hlen < tcp::HEADER_LEN || l4 + hlen > ip_end {
-        return false;
-    }
-    let options = match hlen {
-        tcp::HEADER_LEN => TcpOptions::None,
-        _ => TcpOptions::classify(&frame[l4 + tcp::HEADER_LEN..l4 + hlen]),
-    };
     let mut tags = stripped_tag(meta);
     if TAGS == 1 {
         tags |= u128::from(be32(ethernet::HEADER_LEN - 2)) << 64;
@@ -406,18 +412,6 @@ fn fast_v6<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
         macs(mac) | u128::from(be32(l4)),
         FlowKey::pack_tags(tags, 6, LinkKind::Ethernet, ipv6::flow_label(first)),
     );
-    out.link_len = l3 as u32;
-    out.l3 = l3 as u32;
-    out.l4 = l4 as u32;
-    out.payload = (l4 + hlen) as u32;
-    out.payload_len = (ip_end - l4 - hlen) as u32;
-    out.ip_end = ip_end as u32;
-    out.seq = be32(l4 + tcp::field::SEQ_NUM.start);
-    out.ack = be32(l4 + tcp::field::ACK_NUM.start);
-    out.flags_word = be32(l4 + tcp::field::FLAG_WORD.start);
-    out.flags = h[l4 + tcp::field::FLAGS];
-    out.window = be16(l4 + tcp::field::WINDOW.start);
-    out.options = options;
     out.ip = IpFacts {
         ttl: h[l3 + ipv6::field::HOP_LIMIT],
         tos: ipv6::traffic_class(first),
@@ -427,7 +421,7 @@ fn fast_v6<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
         v6: true,
     };
     out.tunnel = None;
-    true
+    fast_tcp(out, frame, h, (l3, l4, ip_end))
 }
 
 /// The link layer: the offset of the first IP header, the MAC addresses (flow-key layout), the
