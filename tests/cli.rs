@@ -5,6 +5,8 @@
 //! in. Derived captures (raw IP, Linux cooked SLL/SLL2, pcapng, frames the engine cannot
 //! coalesce) are written by the helpers below into a per-test temporary directory.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,53 +17,10 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::DataLink;
 use serde_json::Value;
 
+use common::{lro, lro_json, lro_ok, root, temp_dir, u};
+
 const SMALL: &str = "data/small.pcap.xz";
 const DEFAULT: &str = "data/default.pcap.xz";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A fresh directory for one test's files.
-fn temp_dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lro-cli-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
-}
-
-fn lro(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lro"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run lro")
-}
-
-/// Runs `lro` expecting success; returns stdout.
-fn lro_ok(args: &[&str]) -> String {
-    let out = lro(args);
-    assert!(
-        out.status.success(),
-        "lro {args:?} failed ({:?}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
-
-fn lro_json(args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let s = lro_ok(&a);
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("bad JSON from {args:?}: {e}: {s}"))
-}
-
-fn u(v: &Value, field: &str) -> u64 {
-    v[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("field {field} missing or not a number in {v}"))
-}
 
 /// A decoded pcap: link type and (timestamp, bytes) of every frame.
 struct Pcap {
@@ -334,7 +293,7 @@ fn replay_and_check(dir: &Path, input: &Path, opts: &[&str]) -> Value {
 
 #[test]
 fn replay_small_capture_all_modes_keeps_bytes_and_checksums() {
-    let dir = temp_dir("modes");
+    let dir = temp_dir("cli", "modes");
     let input = root().join(SMALL);
     for opts in [
         &[][..],
@@ -388,7 +347,7 @@ fn pseudo_header_sum(link: u32, frame: &[u8]) -> u16 {
 
 #[test]
 fn out_csum_partial_leaves_the_pseudo_header_sum_in_coalesced_segments() {
-    let dir = temp_dir("partial");
+    let dir = temp_dir("cli", "partial");
     let input = root().join(SMALL);
     for csum in ["verify", "trust"] {
         let full = dir.join(format!("full-{csum}.pcap"));
@@ -439,7 +398,7 @@ fn out_csum_partial_leaves_the_pseudo_header_sum_in_coalesced_segments() {
 /// off, and it does take most data frames of the committed captures.
 #[test]
 fn header_prediction_changes_nothing_but_the_path() {
-    let dir = temp_dir("prediction");
+    let dir = temp_dir("cli", "prediction");
     for input in [root().join(SMALL), root().join(DEFAULT)] {
         for policy in ["lro", "gro"] {
             for out in ["full", "partial"] {
@@ -508,7 +467,7 @@ fn replay_default_capture_without_input() {
 
 #[test]
 fn raw_ip_and_cooked_captures_replay_like_ethernet() {
-    let dir = temp_dir("links");
+    let dir = temp_dir("cli", "links");
     let eth = read_capture(&root().join(SMALL));
     let base = lro_json(&["replay", SMALL]);
     for (link, name, frames) in [
@@ -541,7 +500,7 @@ fn pcapng_input_with_nanosecond_timestamps_matches_pcap() {
         InterfaceDescriptionBlock, InterfaceDescriptionOption,
     };
     use pcap_file::pcapng::PcapNgWriter;
-    let dir = temp_dir("pcapng");
+    let dir = temp_dir("cli", "pcapng");
     let eth = read_capture(&root().join(SMALL));
     let path = dir.join("small.pcapng");
     let mut w = PcapNgWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
@@ -600,7 +559,7 @@ fn ipv4_frame(proto: u8, l4: &[u8]) -> Vec<u8> {
 
 #[test]
 fn frames_the_engine_cannot_coalesce_pass_through_byte_identical() {
-    let dir = temp_dir("odd");
+    let dir = temp_dir("cli", "odd");
     let small = read_capture(&root().join(SMALL));
     let t = small.frames[10].0;
     let arp = {
@@ -676,7 +635,7 @@ fn expect_bad_input(args: &[&str], name: &str, what: &str) {
 
 #[test]
 fn bad_inputs_exit_3_naming_the_file() {
-    let dir = temp_dir("bad");
+    let dir = temp_dir("cli", "bad");
     let empty = dir.join("empty.pcap");
     std::fs::write(&empty, b"").unwrap();
     let cut_xz = dir.join("cut.pcap.xz");
@@ -801,7 +760,7 @@ fn shared_real_captures_when_present() {
         return;
     };
     let files = ["tcp4_4flows_wire.pcap.xz", "tcp6_2flows_wire.pcap.xz"];
-    let dir = temp_dir("shared");
+    let dir = temp_dir("cli", "shared");
     let mut replayed = 0;
     for f in files {
         let path = shared.join(f);
@@ -928,7 +887,7 @@ const ORDER_MODES: [&[&str]; 5] = [
 
 #[test]
 fn output_timestamps_never_go_backwards() {
-    let dir = temp_dir("timestamps");
+    let dir = temp_dir("cli", "timestamps");
     for input in [root().join(SMALL), root().join(DEFAULT)] {
         timestamps_non_decreasing(&read_capture(&input)).expect("the input's are in order");
         for opts in ORDER_MODES {
@@ -948,7 +907,7 @@ fn output_timestamps_never_go_backwards() {
 /// the frames are those of `--order delivery` (which keeps each flow's order too), rearranged.
 #[test]
 fn arrival_order_keeps_the_input_order_across_flows() {
-    let dir = temp_dir("arrival");
+    let dir = temp_dir("cli", "arrival");
     let mut delivery_unseen = 0;
     for input in [root().join(SMALL), root().join(DEFAULT)] {
         let inp = read_capture(&input);
@@ -1016,7 +975,7 @@ fn tshark_finds_no_new_problems_in_replay_output() {
         println!("skipped: tshark not found (apt-get install -y tshark)");
         return;
     }
-    let dir = temp_dir("tshark");
+    let dir = temp_dir("cli", "tshark");
     let flags = |path: &Path| -> usize {
         let out = Command::new("tshark")
             .args(["-n", "-r"])
@@ -1111,7 +1070,7 @@ fn lro_stdin(args: &[&str], stdin: &[u8]) -> Output {
 
 #[test]
 fn an_output_that_is_the_input_is_refused_by_any_name() {
-    let dir = temp_dir("same-file");
+    let dir = temp_dir("cli", "same-file");
     let input = dir.join("in.pcap.xz");
     std::fs::copy(root().join(SMALL), &input).unwrap();
     let before = std::fs::read(&input).unwrap();
@@ -1154,7 +1113,7 @@ fn an_output_that_is_the_input_is_refused_by_any_name() {
 
 #[test]
 fn output_replaces_the_file_whole_and_leaves_no_temporary() {
-    let dir = temp_dir("replace");
+    let dir = temp_dir("cli", "replace");
     let out = dir.join("out.pcap");
     std::fs::write(&out, b"an old file").unwrap();
     let link = dir.join("link.pcap");
@@ -1269,7 +1228,7 @@ fn exit_statuses_tell_usage_input_and_output_apart() {
 
 #[test]
 fn explain_plot_writes_a_well_formed_svg_of_every_shown_flow() {
-    let dir = temp_dir("plot");
+    let dir = temp_dir("cli", "plot");
     let svg_path = dir.join("flows.svg");
     let v = lro_json(&[
         "explain",
@@ -1365,7 +1324,7 @@ fn long_capture(path: &Path, n: usize) {
 /// run under `script` (util-linux), which gives the program a terminal, and with pipes.
 #[test]
 fn progress_bar_only_on_a_terminal_and_never_with_json() {
-    let dir = temp_dir("progress");
+    let dir = temp_dir("cli", "progress");
     let input = dir.join("long.pcap");
     long_capture(&input, 200_000);
     let input = input.to_str().unwrap();

@@ -6,8 +6,9 @@
 //! back with etherparse and `lro_gre::wire`).
 #![cfg(feature = "gre")]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use std::path::Path;
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use lro_gre::testing::{GreSpec, InnerFrame, OuterId, Tunnel};
@@ -16,36 +17,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::DataLink;
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn temp_dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lro-cli-gre-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
-}
-
-fn lro_ok(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_lro"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run lro");
-    assert!(
-        out.status.success(),
-        "lro {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-fn lro_json(args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    serde_json::from_str(lro_ok(&a).trim()).expect("JSON")
-}
+use common::{lro_json, lro_ok, root, temp_dir, u};
 
 fn frames_of(bytes: &[u8]) -> Vec<(std::time::Duration, Vec<u8>)> {
     let mut r = PcapReader::new(bytes).expect("pcap");
@@ -81,13 +53,9 @@ fn wrap(name: &str, spec: GreSpec, path: &Path) {
     }
 }
 
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
-}
-
 #[test]
 fn replay_coalesces_gre_as_the_plain_capture() {
-    let dir = temp_dir("replay");
+    let dir = temp_dir("cli-gre", "replay");
     for (spec, what) in [
         (GreSpec::ipv4().key(42), "K"),
         (GreSpec::ipv6().checksum().key(7), "C+K over IPv6"),
@@ -138,7 +106,7 @@ fn replay_coalesces_gre_as_the_plain_capture() {
 
 #[test]
 fn explain_names_each_flows_tunnel() {
-    let dir = temp_dir("explain");
+    let dir = temp_dir("cli-gre", "explain");
     let path = dir.join("gre.pcap");
     wrap("small.pcap.xz", GreSpec::ipv4().checksum().key(42), &path);
     let p = path.to_str().unwrap();
@@ -183,7 +151,7 @@ fn explain_names_each_flows_tunnel() {
 
 #[test]
 fn replay_output_is_valid_gre() {
-    let dir = temp_dir("output");
+    let dir = temp_dir("cli-gre", "output");
     let path = dir.join("gre.pcap");
     let out = dir.join("out.pcap");
     wrap("small.pcap.xz", GreSpec::ipv4().checksum().key(9), &path);
@@ -241,7 +209,7 @@ fn replay_output_is_valid_gre() {
 
 #[test]
 fn bench_measures_gre_with_the_plain_aggregation() {
-    let dir = temp_dir("bench");
+    let dir = temp_dir("cli-gre", "bench");
     let path = dir.join("gre.pcap");
     wrap("default.pcap.xz", GreSpec::ipv4().key(42), &path);
     let gre = lro_json(&[

@@ -8,48 +8,19 @@
 //! payload) and, when installed, tshark. tcpdump's own IPoIB test capture is replayed too when
 //! the project's shared data is beside the checkout.
 
+mod common;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use etherparse::{EtherType, NetSlice, SlicedPacket, TransportSlice};
 use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
-use serde_json::Value;
+
+use common::{lro_json, lro_ok, root, temp_dir};
 
 const IPOIB: &str = "data/ipoib-tcp.pcap.xz";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn temp_dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lro-ipoib-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
-}
-
-fn lro_ok(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_lro"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run lro");
-    assert!(
-        out.status.success(),
-        "lro {args:?} failed ({:?}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-fn json(args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    serde_json::from_str(lro_ok(&a).trim()).expect("JSON")
-}
 
 /// A capture's link type and records.
 fn read_pcap(path: &Path) -> (DataLink, Vec<Vec<u8>>) {
@@ -123,10 +94,10 @@ fn payloads(frames: &[Vec<u8>]) -> HashMap<String, Vec<u8>> {
 
 #[test]
 fn replay_writes_ipoib_and_keeps_every_byte() {
-    let dir = temp_dir("replay");
+    let dir = temp_dir("ipoib", "replay");
     for policy in ["lro", "gro"] {
         let out = dir.join(format!("{policy}.pcap"));
-        let stats = json(&[
+        let stats = lro_json(&[
             "replay",
             IPOIB,
             "-o",
@@ -165,7 +136,7 @@ fn explain_and_bench_read_ipoib() {
     let explain = lro_ok(&["explain", IPOIB]);
     assert!(explain.contains("frames in"), "{explain}");
     assert!(explain.contains("198.18.0.1:"), "{explain}");
-    let bench = json(&["bench", IPOIB, "--rounds", "2"]);
+    let bench = lro_json(&["bench", IPOIB, "--rounds", "2"]);
     assert_eq!(bench["frames_in"].as_u64(), Some(120), "{bench}");
 }
 
@@ -175,7 +146,7 @@ fn tshark_reads_the_output_without_complaint() {
         println!("skipped: tshark not found (apt-get install -y tshark)");
         return;
     }
-    let dir = temp_dir("tshark");
+    let dir = temp_dir("ipoib", "tshark");
     let out = dir.join("out.pcap");
     lro_ok(&["replay", IPOIB, "-o", out.to_str().unwrap()]);
     let r = Command::new("tshark")
@@ -229,10 +200,10 @@ fn tcpdump_ipoib_capture_when_present() {
         );
         return;
     }
-    let dir = temp_dir("tcpdump");
+    let dir = temp_dir("ipoib", "tcpdump");
     let out = dir.join("out.pcap");
     let p = path.to_str().unwrap();
-    let stats = json(&["replay", p, "-o", out.to_str().unwrap()]);
+    let stats = lro_json(&["replay", p, "-o", out.to_str().unwrap()]);
     assert_eq!(stats["link"], "IPoIB");
     let (link, input) = read_pcap(&path);
     let (out_link, output) = read_pcap(&out);
@@ -246,7 +217,7 @@ fn tcpdump_ipoib_capture_when_present() {
         lines.contains("192.168.56.10:34170 > 192.168.56.24:22"),
         "{lines}"
     );
-    let bench = json(&["bench", p, "--rounds", "2"]);
+    let bench = lro_json(&["bench", p, "--rounds", "2"]);
     // The four ARP frames are not IP: bench times the other 26.
     assert_eq!(bench["frames_in"].as_u64(), Some(26), "{bench}");
     std::fs::remove_dir_all(&dir).ok();

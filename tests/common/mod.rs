@@ -1,0 +1,57 @@
+//! What the `lro` binary's integration tests share: running the binary from the repository
+//! root, reading its JSON reports, and a fresh directory per test.
+#![allow(dead_code)] // Each test file uses its own part.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The repository root, where the committed captures are.
+pub(crate) fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fresh directory for one test's files: `<temp>/lro-<suite>-<pid>-<test>`.
+pub(crate) fn temp_dir(suite: &str, test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lro-{suite}-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}
+
+/// Runs `lro` with `args` in the repository root.
+pub(crate) fn lro(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lro"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run lro")
+}
+
+/// Runs `lro` expecting success; returns stdout.
+pub(crate) fn lro_ok(args: &[&str]) -> String {
+    let out = lro(args);
+    assert!(
+        out.status.success(),
+        "lro {args:?} failed ({:?}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// Runs `lro` with `--json` added, expecting success; returns the report.
+pub(crate) fn lro_json(args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let s = lro_ok(&a);
+    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("bad JSON from {args:?}: {e}: {s}"))
+}
+
+/// A report's unsigned field; panics naming it when it is missing.
+pub(crate) fn u(v: &Value, field: &str) -> u64 {
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("field {field} missing or not a number in {v}"))
+}
