@@ -324,90 +324,7 @@ fn metas(bytes: &[u8], link: LinkKind) -> [RxMeta; 2] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Captures: a tiny pcap / pcapng reader.
-
-/// (link kind, frame) of every packet; `None` for a file that is neither pcap nor pcapng.
-fn read_capture(data: &[u8]) -> Option<Vec<(u32, Vec<u8>)>> {
-    let magic = data.get(..4)?;
-    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
-        return Some(read_pcapng(data));
-    }
-    let le = match magic {
-        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => true,
-        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => false,
-        _ => return None,
-    };
-    let u32_at = |at: usize| -> Option<u32> {
-        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
-        Some(if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    };
-    let link = u32_at(20)? & 0x0fff_ffff;
-    let mut out = Vec::new();
-    let mut at = 24;
-    while let Some(incl) = u32_at(at + 8) {
-        let start = at + 16;
-        let Some(frame) = data.get(start..start + incl as usize) else {
-            break; // truncated capture
-        };
-        out.push((link, frame.to_vec()));
-        at = start + incl as usize;
-    }
-    Some(out)
-}
-
-fn read_pcapng(data: &[u8]) -> Vec<(u32, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut links: Vec<u32> = Vec::new();
-    let mut le = true;
-    let mut at = 0;
-    let rd = |le: bool, at: usize| -> Option<u32> {
-        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
-        Some(if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    };
-    while let Some(kind) = rd(le, at) {
-        if kind == 0x0a0d_0d0a {
-            le = data.get(at + 8..at + 12) == Some(&[0x4d, 0x3c, 0x2b, 0x1a][..]);
-            links.clear();
-        }
-        let Some(len) = rd(le, at + 4).map(|l| l as usize) else {
-            break;
-        };
-        if len < 12 || at + len > data.len() {
-            break;
-        }
-        let body = &data[at + 8..at + len - 4];
-        match kind {
-            1 if body.len() >= 2 => {
-                let b = [body[0], body[1]];
-                links.push(u32::from(if le {
-                    u16::from_le_bytes(b)
-                } else {
-                    u16::from_be_bytes(b)
-                }));
-            }
-            6 if body.len() >= 20 => {
-                let iface = rd(le, at + 8).unwrap_or(0) as usize;
-                let cap = rd(le, at + 8 + 12).unwrap_or(0) as usize;
-                let link = links.get(iface).copied().unwrap_or(1);
-                out.push((link, body[20..20 + cap.min(body.len() - 20)].to_vec()));
-            }
-            3 if body.len() >= 4 => {
-                out.push((links.first().copied().unwrap_or(1), body[4..].to_vec()));
-            }
-            _ => {}
-        }
-        at += len;
-    }
-    out
-}
+// Captures (read with `lro_testkit::capture`): how their frames are offered.
 
 /// How a capture's link type is offered to the engine: Ethernet and raw IP as themselves,
 /// Linux cooked captures as raw IP after their header, anything else as both (hostile bytes).
@@ -449,7 +366,7 @@ fn every_frame_of_the_tcpdump_test_captures() {
         let Ok(data) = std::fs::read(path) else {
             continue;
         };
-        let Some(packets) = read_capture(&data) else {
+        let Some(packets) = lro_testkit::capture::read(&data) else {
             println!("not a capture, skipped: {}", path.display());
             continue;
         };

@@ -265,7 +265,7 @@ fn tcpdump_gre_captures() {
         let Ok(data) = std::fs::read(path) else {
             continue;
         };
-        let Some(packets) = common::read_capture(&data) else {
+        let Some(packets) = lro_testkit::capture::read(&data) else {
             continue;
         };
         let gre = is_gre(path);

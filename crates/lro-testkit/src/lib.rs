@@ -5,6 +5,7 @@
 //! - [`oracle`]: an independent reference reader of frames (plain and through GRE): flow
 //!   identity, offsets, header fields, checksums, written from the protocol rules and not from
 //!   the engine's code.
+//! - [`capture`]: a tolerant pcap / pcapng reader for the tests that replay captures.
 //! - [`gre_reader`]: a second reader of GRE-tunnelled frames (etherparse and RFC 2784/2890),
 //!   which the checker applies to tunnelled segments on top of the oracle.
 //! - [`built`]: the input every driver produces and the runner and checker take: frames with
@@ -26,6 +27,7 @@
 #![deny(unsafe_code)]
 
 pub mod built;
+pub mod capture;
 pub mod check;
 pub mod frame;
 pub mod gre_reader;

@@ -72,90 +72,6 @@ pub fn merged_segments(rec: &Recorder) -> usize {
         .count()
 }
 
-/// The frames of a pcap or pcapng capture with their link-layer types; tolerant of truncated
-/// and hostile files (stops at the first record that does not fit). `None`: not a capture.
-pub fn read_capture(data: &[u8]) -> Option<Vec<(u32, Vec<u8>)>> {
-    let magic = data.get(..4)?;
-    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
-        return Some(read_pcapng(data));
-    }
-    let le = match magic {
-        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => true,
-        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => false,
-        _ => return None,
-    };
-    let word = |at: usize| -> Option<u32> {
-        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
-        Some(if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    };
-    let link = word(20)? & 0x0fff_ffff;
-    let mut out = Vec::new();
-    let mut at = 24;
-    while let Some(len) = word(at + 8) {
-        let Some(frame) = data.get(at + 16..(at + 16).saturating_add(len as usize)) else {
-            break;
-        };
-        out.push((link, frame.to_vec()));
-        at += 16 + len as usize;
-    }
-    Some(out)
-}
-
-fn read_pcapng(data: &[u8]) -> Vec<(u32, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut links = Vec::new();
-    let mut le = true;
-    let mut at = 0usize;
-    let word = |le: bool, at: usize| -> Option<u32> {
-        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
-        Some(if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    };
-    loop {
-        if data.get(at..at + 4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a][..]) {
-            le = data.get(at + 8..at + 12) == Some(&[0x4d, 0x3c, 0x2b, 0x1a][..]);
-            links.clear();
-        }
-        let (Some(kind), Some(len)) = (word(le, at), word(le, at + 4)) else {
-            break;
-        };
-        let len = len as usize;
-        if len < 12 || at + len > data.len() {
-            break;
-        }
-        let body = &data[at + 8..at + len - 4];
-        match kind {
-            1 if body.len() >= 2 => {
-                let b = [body[0], body[1]];
-                links.push(u32::from(if le {
-                    u16::from_le_bytes(b)
-                } else {
-                    u16::from_be_bytes(b)
-                }));
-            }
-            6 if body.len() >= 20 => {
-                let iface = word(le, at + 8).unwrap_or(0) as usize;
-                let cap = word(le, at + 20).unwrap_or(0) as usize;
-                let link = links.get(iface).copied().unwrap_or(1);
-                out.push((link, body[20..20 + cap.min(body.len() - 20)].to_vec()));
-            }
-            3 if body.len() >= 4 => {
-                out.push((links.first().copied().unwrap_or(1), body[4..].to_vec()))
-            }
-            _ => {}
-        }
-        at += len;
-    }
-    out
-}
-
 /// How a frame of a capture's link type is offered: Ethernet and raw IP as themselves, Linux
 /// cooked captures as raw IP after their header; `None` for other link types.
 pub fn link_of(link: u32, frame: &[u8]) -> Option<(RxMeta, Vec<u8>)> {
@@ -179,5 +95,5 @@ pub fn committed_capture(name: &str) -> Vec<(u32, Vec<u8>)> {
     let xz = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut raw = Vec::new();
     lzma_rs::xz_decompress(&mut &xz[..], &mut raw).expect("xz");
-    read_capture(&raw).expect("a pcap")
+    lro_testkit::capture::read(&raw).expect("a pcap")
 }

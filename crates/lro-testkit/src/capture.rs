@@ -1,0 +1,160 @@
+//! A tolerant pcap / pcapng reader for tests that replay captures, the hostile ones of the
+//! tcpdump test corpus among them: it never panics and stops at the first record that does not
+//! fit the file. The CLI has its own strict reader (`src/capture.rs`), which reports errors;
+//! this one only collects what is there.
+
+/// `(link type, frame)` of every record of a pcap (either byte order, micro- or nanosecond) or
+/// pcapng file; `None` for a file that is neither. A truncated or corrupt file yields the
+/// records before the damage.
+pub fn read(data: &[u8]) -> Option<Vec<(u32, Vec<u8>)>> {
+    let magic = data.get(..4)?;
+    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
+        return Some(read_pcapng(data));
+    }
+    let le = match magic {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => true,
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => false,
+        _ => return None,
+    };
+    let link = word(data, le, 20)? & 0x0fff_ffff;
+    let mut out = Vec::new();
+    let mut at = 24usize;
+    while let Some(len) = word(data, le, at + 8) {
+        let start = at + 16;
+        let Some(frame) = data.get(start..start.saturating_add(len as usize)) else {
+            break;
+        };
+        out.push((link, frame.to_vec()));
+        at = start + len as usize;
+    }
+    Some(out)
+}
+
+/// The 32-bit word at `at` in the file's byte order.
+fn word(data: &[u8], le: bool, at: usize) -> Option<u32> {
+    let b: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(if le {
+        u32::from_le_bytes(b)
+    } else {
+        u32::from_be_bytes(b)
+    })
+}
+
+/// The packets of a pcapng file: enhanced (6) and simple (3) packet blocks, with the link type
+/// of their interface description (1); a section header (0x0a0d0d0a) starts a new section.
+fn read_pcapng(data: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut links = Vec::new();
+    let mut le = true;
+    let mut at = 0usize;
+    loop {
+        if data.get(at..at + 4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a][..]) {
+            le = data.get(at + 8..at + 12) == Some(&[0x4d, 0x3c, 0x2b, 0x1a][..]);
+            links.clear();
+        }
+        let (Some(kind), Some(len)) = (word(data, le, at), word(data, le, at + 4)) else {
+            break;
+        };
+        let len = len as usize;
+        if len < 12 || at.saturating_add(len) > data.len() {
+            break;
+        }
+        let body = &data[at + 8..at + len - 4];
+        match kind {
+            1 if body.len() >= 2 => {
+                let b = [body[0], body[1]];
+                links.push(u32::from(if le {
+                    u16::from_le_bytes(b)
+                } else {
+                    u16::from_be_bytes(b)
+                }));
+            }
+            6 if body.len() >= 20 => {
+                let iface = word(data, le, at + 8).unwrap_or(0) as usize;
+                let cap = word(data, le, at + 20).unwrap_or(0) as usize;
+                let link = links.get(iface).copied().unwrap_or(1);
+                out.push((link, body[20..20 + cap.min(body.len() - 20)].to_vec()));
+            }
+            3 if body.len() >= 4 => {
+                out.push((links.first().copied().unwrap_or(1), body[4..].to_vec()));
+            }
+            _ => {}
+        }
+        at += len;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read;
+
+    /// A little-endian pcap of `frames` with link type `link`.
+    fn pcap(link: u32, frames: &[&[u8]]) -> Vec<u8> {
+        let mut f = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+        f.extend_from_slice(&[0; 8]);
+        f.extend_from_slice(&65535u32.to_le_bytes());
+        f.extend_from_slice(&link.to_le_bytes());
+        for fr in frames {
+            f.extend_from_slice(&[0; 8]);
+            f.extend_from_slice(&(fr.len() as u32).to_le_bytes());
+            f.extend_from_slice(&(fr.len() as u32).to_le_bytes());
+            f.extend_from_slice(fr);
+        }
+        f
+    }
+
+    /// A little-endian pcapng: a section header, one interface of `link`, `frames` as
+    /// enhanced packet blocks.
+    fn pcapng(link: u16, frames: &[&[u8]]) -> Vec<u8> {
+        let block = |kind: u32, body: &[u8]| {
+            let len = (12 + body.len()) as u32;
+            let mut b = kind.to_le_bytes().to_vec();
+            b.extend_from_slice(&len.to_le_bytes());
+            b.extend_from_slice(body);
+            b.extend_from_slice(&len.to_le_bytes());
+            b
+        };
+        let mut shb = vec![0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0];
+        shb.extend_from_slice(&[0xff; 8]);
+        let mut f = block(0x0a0d_0d0a, &shb);
+        let mut idb = link.to_le_bytes().to_vec();
+        idb.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        f.extend(block(1, &idb));
+        for fr in frames {
+            let mut epb = vec![0; 12];
+            epb.extend_from_slice(&(fr.len() as u32).to_le_bytes());
+            epb.extend_from_slice(&(fr.len() as u32).to_le_bytes());
+            epb.extend_from_slice(fr);
+            epb.resize(epb.len().next_multiple_of(4), 0);
+            f.extend(block(6, &epb));
+        }
+        f
+    }
+
+    #[test]
+    fn reads_both_formats() {
+        let frames: [&[u8]; 2] = [b"first frame", b"second"];
+        let want: Vec<(u32, Vec<u8>)> = frames.iter().map(|f| (1, f.to_vec())).collect();
+        assert_eq!(read(&pcap(1, &frames)), Some(want.clone()));
+        assert_eq!(read(&pcapng(1, &frames)), Some(want));
+        assert_eq!(read(&pcap(101, &frames[..1])).unwrap()[0].0, 101);
+        assert_eq!(read(b"not a capture"), None);
+    }
+
+    #[test]
+    fn a_cut_file_yields_the_records_before_the_cut() {
+        for file in [
+            pcap(1, &[b"aaaa", b"bbbbbbbb"]),
+            pcapng(1, &[b"aaaa", b"bbbbbbbb"]),
+        ] {
+            let whole = read(&file).unwrap();
+            for cut in 0..file.len() {
+                if let Some(part) = read(&file[..cut]) {
+                    assert!(part.len() <= whole.len());
+                    assert_eq!(part[..], whole[..part.len()], "cut at {cut}");
+                }
+            }
+        }
+    }
+}
