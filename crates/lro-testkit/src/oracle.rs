@@ -176,21 +176,28 @@ fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+impl Identity {
+    /// Nothing read yet but what the metadata says (the stripped tag).
+    fn unread(meta: &RxMeta) -> Self {
+        Identity {
+            link: 2,
+            stripped: meta.vlan_stripped,
+            macs: [0; 12],
+            tags: [None, None],
+            version: 0,
+            src: [0; 16],
+            dst: [0; 16],
+            label: 0,
+            sport: 0,
+            dport: 0,
+            tunnel: None,
+        }
+    }
+}
+
 /// Reads a frame the way the engine's contract says it must be read.
 pub fn classify(b: &[u8], meta: &RxMeta) -> Class {
-    let mut id = Identity {
-        link: 2,
-        stripped: meta.vlan_stripped,
-        macs: [0; 12],
-        tags: [None, None],
-        version: 0,
-        src: [0; 16],
-        dst: [0; 16],
-        label: 0,
-        sport: 0,
-        dport: 0,
-        tunnel: None,
-    };
+    let mut id = Identity::unread(meta);
     let l3 = match link_layer(b, meta, &mut id) {
         Ok(l3) => l3,
         Err(c) => return c,
@@ -476,19 +483,7 @@ pub fn fix_checksums(b: &mut [u8], t: &Tcp) {
 /// the outer one does. Frames with S or other flag bits are read (their identity carries the
 /// flags: they must never merge); routing, another version or another protocol: not TCP.
 pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
-    let mut id = Identity {
-        link: 2,
-        stripped: meta.vlan_stripped,
-        macs: [0; 12],
-        tags: [None, None],
-        version: 0,
-        src: [0; 16],
-        dst: [0; 16],
-        label: 0,
-        sport: 0,
-        dport: 0,
-        tunnel: None,
-    };
+    let mut id = Identity::unread(meta);
     let l3 = match link_layer(b, meta, &mut id) {
         Ok(l3) => l3,
         Err(c) => return c,
