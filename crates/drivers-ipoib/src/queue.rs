@@ -483,6 +483,8 @@ impl<T: Copy> Fifo<'_, T> {
 /// The receive queue. See the [module documentation](self).
 pub struct RxQueue<'a> {
     config: QueueConfig,
+    /// Bytes of each small buffer, as cut at construction (the copybreak threshold then).
+    small_len: u16,
     large: &'a [Slot<'a>],
     small: &'a [Slot<'a>],
     free_large: Stack<'a>,
@@ -556,6 +558,7 @@ impl<'a> RxQueue<'a> {
         }
         let q = Self {
             config,
+            small_len: config.copybreak.unwrap_or(0),
             large: &storage.large,
             small: &storage.small,
             free_large: Stack {
@@ -603,11 +606,14 @@ impl<'a> RxQueue<'a> {
     /// Changes the copybreak threshold, up to the small buffers' size (larger values are
     /// capped); `None` turns copybreak off.
     pub fn set_copybreak(&mut self, copybreak: Option<u16>) {
-        let cap = self.config.small_len() as u16;
-        self.config.copybreak = match (copybreak, self.config.copybreak) {
-            (Some(t), Some(_)) => Some(t.min(cap)),
-            // Small buffers of size 0 cannot hold anything: stays off.
-            (Some(_), None) | (None, _) => None,
+        // The small buffers' size as cut, not the current threshold: a lowered threshold or
+        // copybreak turned off can be raised or turned on again.
+        let cap = self.small_len;
+        self.config.copybreak = match copybreak {
+            Some(t) if cap > 0 => Some(t.min(cap)),
+            // Small buffers of size 0 (no copybreak at construction) cannot hold anything:
+            // stays off.
+            Some(_) | None => None,
         };
     }
 
@@ -1198,5 +1204,35 @@ mod tests {
         let mut hca = SimHca::new(&q);
         hca.deliver(&frame(101, 1)).unwrap();
         assert!(!q.receive().unwrap().unwrap().is_copied());
+    }
+
+    #[test]
+    fn copybreak_can_be_raised_again_and_turned_back_on() {
+        let storage: RxQueueStorage<'_, 2, 2> = RxQueueStorage::new();
+        let mut large = vec![0u8; 2 * 1028];
+        let mut small = vec![0u8; 2 * 256];
+        let mut q =
+            RxQueue::new(&storage, &mut large, &mut small, QueueConfig::new(MODE, 1)).unwrap();
+        // Lowered, then raised back: the small buffers still hold 256 bytes.
+        q.set_copybreak(Some(100));
+        q.set_copybreak(Some(256));
+        assert_eq!(q.config().copybreak, Some(256));
+        // Off, then on again.
+        q.set_copybreak(None);
+        q.set_copybreak(Some(200));
+        assert_eq!(q.config().copybreak, Some(200));
+        let mut hca = SimHca::new(&q);
+        hca.deliver(&frame(200, 1)).unwrap();
+        let f = q.receive().unwrap().unwrap();
+        assert!(f.is_copied());
+        assert_eq!(f.as_ref(), &frame(200, 1)[..]);
+        drop(f);
+        // A queue built without copybreak has empty small buffers: it stays off.
+        let storage: RxQueueStorage<'_, 1, 1> = RxQueueStorage::new();
+        let mut large = vec![0u8; 1028];
+        let cfg = QueueConfig::new(MODE, 1).with_copybreak(None);
+        let mut q = RxQueue::new(&storage, &mut large, &mut [], cfg).unwrap();
+        q.set_copybreak(Some(256));
+        assert_eq!(q.config().copybreak, None);
     }
 }
