@@ -273,6 +273,10 @@ impl SimConfig {
                 return bad("TCP mss must be positive and window 1 to MAX_SOCKET_QUEUE");
             }
         }
+        // `Workload::frame_len` adds the headers (TCP's are the longer) to the payload.
+        if self.workload.payload() > u32::MAX - ENCAP - TCP_HEADERS {
+            return bad("payload too large: the frame length must fit 32 bits");
+        }
         if self.poll_budget == 0 {
             return bad("poll_budget must be positive");
         }
@@ -357,13 +361,13 @@ pub struct SimAccounting {
     pub posted: u32,
     /// Completed, waiting for the driver (or being processed).
     pub completed: u32,
-    /// Held by the coalescer.
+    /// Large buffers held by the coalescer.
     pub held: u32,
     /// In the socket queue or being consumed.
     pub large_up: u32,
     /// Small buffers free.
     pub small_free: u32,
-    /// Small buffers up.
+    /// Small buffers up (held by the coalescer, in the socket queue or being consumed).
     pub small_up: u32,
     /// RQ slots waiting for a buffer.
     pub owed: u32,
@@ -372,11 +376,18 @@ pub struct SimAccounting {
 const NEVER: u64 = u64::MAX;
 const PS_PER_NS: u64 = 1_000;
 
-/// A delivered unit: `frames` frames in small buffers (`small`) or large ones.
+/// A delivered unit: `frames` frames, `small` of them in small buffers and the rest in large
+/// ones (a coalesced segment can have both: copybreak copies small TCP frames too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Unit {
     frames: u16,
-    small: bool,
+    small: u16,
+}
+
+impl Unit {
+    fn large(self) -> u32 {
+        u32::from(self.frames - self.small)
+    }
 }
 
 /// A fixed-capacity FIFO (no allocation).
@@ -458,6 +469,8 @@ pub struct Simulation {
     /// When moderation lets the next poll start (the driver idle, completions waiting).
     irq_at: u64,
     held: u32,
+    /// Of the frames held, those in small buffers.
+    held_small: u32,
     seg_frames: u32,
     socket: Ring<Unit, MAX_SOCKET_QUEUE>,
     socket_large: u32,
@@ -509,6 +522,7 @@ impl Simulation {
             polling: false,
             irq_at: NEVER,
             held: 0,
+            held_small: 0,
             seg_frames,
             socket: Ring::new(),
             socket_large: 0,
@@ -527,8 +541,7 @@ impl Simulation {
         let processing = u32::from(self.driver_done != NEVER);
         let (app_large, app_small) = match self.app_done {
             NEVER => (0, 0),
-            _ if self.app_unit.small => (0, u32::from(self.app_unit.frames)),
-            _ => (u32::from(self.app_unit.frames), 0),
+            _ => (self.app_unit.large(), u32::from(self.app_unit.small)),
         };
         // The completion being processed keeps its large buffer (counted as completed) until
         // the driver is done with it.
@@ -536,10 +549,10 @@ impl Simulation {
             large_free: self.large_free,
             posted: self.posted,
             completed: self.cq + processing,
-            held: self.held,
+            held: self.held - self.held_small,
             large_up: self.socket_large + app_large,
             small_free: self.small_free,
-            small_up: self.socket_small + app_small,
+            small_up: self.held_small + self.socket_small + app_small,
             owed: self.owed,
         }
     }
@@ -725,11 +738,8 @@ impl Simulation {
         }
         if self.app_done == NEVER {
             if let Some(unit) = self.socket.pop() {
-                if unit.small {
-                    self.socket_small -= u32::from(unit.frames);
-                } else {
-                    self.socket_large -= u32::from(unit.frames);
-                }
+                self.socket_small -= u32::from(unit.small);
+                self.socket_large -= unit.large();
                 let bytes = u64::from(unit.frames) * u64::from(self.cfg.workload.payload());
                 let cost = (self.cfg.app_ns + self.cfg.app_ns_per_kib * bytes / 1024) * PS_PER_NS;
                 self.app_unit = unit;
@@ -800,25 +810,27 @@ impl Simulation {
         }
         self.poll_frames += 1;
         if self.cfg.workload.is_tcp() {
-            // Held by the coalescer (TCP frames are never small enough to copy) until the
-            // segment is full or the poll ends.
+            // Held by the coalescer (in its small buffer when copied) until the segment is full
+            // or the poll ends.
             self.held += 1;
+            self.held_small += u32::from(small);
             if self.held >= self.seg_frames {
                 self.deliver_held();
             }
         } else {
-            self.deliver(Unit { frames: 1, small });
+            self.deliver(Unit {
+                frames: 1,
+                small: u16::from(small),
+            });
         }
     }
 
     fn deliver_held(&mut self) {
         if self.held > 0 {
-            let frames = self.held as u16;
+            let (frames, small) = (self.held as u16, self.held_small as u16);
             self.held = 0;
-            self.deliver(Unit {
-                frames,
-                small: false,
-            });
+            self.held_small = 0;
+            self.deliver(Unit { frames, small });
         }
     }
 
@@ -833,11 +845,8 @@ impl Simulation {
             self.free(unit);
             return;
         }
-        if unit.small {
-            self.socket_small += u32::from(unit.frames);
-        } else {
-            self.socket_large += u32::from(unit.frames);
-        }
+        self.socket_small += u32::from(unit.small);
+        self.socket_large += unit.large();
     }
 
     fn app_finish(&mut self) {
@@ -854,11 +863,8 @@ impl Simulation {
 
     /// Buffers coming back: small to their pool, large to an empty RQ slot first.
     fn free(&mut self, unit: Unit) {
-        let n = u32::from(unit.frames);
-        if unit.small {
-            self.small_free += n;
-            return;
-        }
+        self.small_free += u32::from(unit.small);
+        let n = unit.large();
         let to_rq = n.min(self.owed);
         self.owed -= to_rq;
         self.posted += to_rq;
@@ -969,6 +975,26 @@ mod tests {
     }
 
     #[test]
+    fn small_tcp_frames_copied_by_copybreak_are_accounted_for() {
+        // 100-byte segments: 156-byte frames, below the copybreak threshold.
+        let mut c = SimConfig::bulk_tcp(Costs::SEED_ERA);
+        c.duration_ns = 2_000_000;
+        c.workload = Workload::Tcp {
+            mss: 100,
+            window: 512,
+            coalesce: true,
+        };
+        let mut s = Simulation::new(&c).unwrap();
+        let mut steps = 0;
+        while s.step() {
+            assert!(s.is_consistent(), "step {steps}: {:?}", s.accounting());
+            steps += 1;
+        }
+        let r = s.finish();
+        assert!(r.copied > 0 && r.delivered > 0, "{r:?}");
+    }
+
+    #[test]
     fn bad_parameters_are_refused() {
         let mut c = SimConfig::seed_udp(Costs::SEED_ERA);
         c.rq_depth = c.large_pool + 1;
@@ -979,5 +1005,16 @@ mod tests {
         let mut c = SimConfig::seed_udp(Costs::SEED_ERA);
         c.send_queue = MAX_SEND_QUEUE as u32 + 1;
         assert!(run(&c).is_err());
+        // A frame length that does not fit 32 bits: an error, not an overflow.
+        let mut c = SimConfig::seed_udp(Costs::SEED_ERA);
+        c.workload = Workload::Udp { payload: u32::MAX };
+        assert!(Simulation::new(&c).is_err());
+        let mut c = SimConfig::bulk_tcp(Costs::SEED_ERA);
+        c.workload = Workload::Tcp {
+            mss: u32::MAX - 20,
+            window: 1,
+            coalesce: true,
+        };
+        assert!(Simulation::new(&c).is_err());
     }
 }
