@@ -237,7 +237,7 @@ impl Repr {
 
     /// Writes the 44-byte header. A [`Addressing::Destination`] record gets zeros in bytes
     /// 0..20; a [`Addressing::Grh`] record whose first two bytes would come out zero (version
-    /// 0, traffic class 0 and a flow label below 4096) would read back as a destination address:
+    /// 0, traffic class 0 and a flow label below 65536) would read back as a destination address:
     /// give GRHs version 6, as InfiniBand does. Never panics on a buffer of at least
     /// [`HEADER_LEN`] bytes.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
@@ -368,6 +368,30 @@ mod tests {
         r.emit(&mut Packet::new_unchecked(&mut buf[..]));
         let p = Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(Repr::parse(&p), r);
+    }
+
+    #[test]
+    fn grh_with_zero_first_two_bytes_reads_back_as_a_destination() {
+        // The first two bytes hold the version, the traffic class and the flow label's top 4
+        // bits: with version and class 0, any flow label below 0x10000 leaves them zero.
+        let mut buf = [0u8; 44];
+        for (flow_label, grh) in [(0xffff, false), (0x1_0000, true)] {
+            let g = Grh {
+                flow_label,
+                src_qpn: Qpn::try_new(0x48).unwrap(),
+                sgid: Gid::link_local(1),
+                dgid: Gid::link_local(2),
+                ..Grh::default()
+            };
+            Repr {
+                addressing: Addressing::Grh(g),
+                ether_type: EtherType::IPV6,
+            }
+            .emit(&mut Packet::new_unchecked(&mut buf[..]));
+            let p = Packet::new_checked(&buf[..]).unwrap();
+            assert_eq!(p.grh_valid(), grh, "flow label {flow_label:#x}");
+            assert_eq!(p.grh().flow_label, flow_label);
+        }
     }
 
     #[test]
