@@ -53,7 +53,7 @@ pub struct XskConfig {
     /// RX ring entries (rounded up to a power of two). At least `rx_frames` means the ring
     /// never overflows: the kernel cannot hold more frames than there are chunks.
     pub rx_ring: u32,
-    /// Descriptors read from the RX ring per access.
+    /// Descriptors read from the RX ring per access (at most `rx_frames` are used).
     pub batch: u32,
     /// Copy or zero-copy.
     pub bind: BindMode,
@@ -139,7 +139,8 @@ pub struct RxStats {
     pub bytes: u64,
     /// RX-ring reads that found frames.
     pub batches: u64,
-    /// Descriptors refused (outside the UMEM, or for a chunk the kernel did not own).
+    /// Descriptors refused (outside the UMEM's receive chunks, or for a chunk the kernel did
+    /// not own).
     pub bad_descs: u64,
     /// Chunks posted back to the fill ring.
     pub refilled: u64,
@@ -158,7 +159,7 @@ pub struct TxStats {
     pub kicks: u64,
     /// Frames not sent: longer than a chunk, or the TX ring full.
     pub dropped: u64,
-    /// Completions refused (outside the UMEM, or for a chunk not in flight).
+    /// Completions refused (outside the UMEM's transmit chunks, or for a chunk not in flight).
     pub bad_completions: u64,
 }
 
@@ -209,8 +210,13 @@ impl XdpProgram {
         }
         let rx_frames = c.rx_frames;
         let ring_of = |n: u32| n.max(1).checked_next_power_of_two().unwrap_or(1 << 31);
-        let area = Area::new(rx_frames + c.tx_frames, c.frame_size)
-            .map_err(|e| XdpError::os("map the UMEM", e))?;
+        let chunks = rx_frames.checked_add(c.tx_frames).ok_or_else(|| {
+            XdpError::os(
+                "configure the socket",
+                io::Error::from(io::ErrorKind::InvalidInput),
+            )
+        })?;
+        let area = Area::new(chunks, c.frame_size).map_err(|e| XdpError::os("map the UMEM", e))?;
         let ifindex = self.ifindex();
         let map = self.map_fd();
         let (user, fill, comp, ring_rx, ring_tx) = in_netns(self.netns(), || {
@@ -267,8 +273,9 @@ impl XdpProgram {
             user: Arc::clone(&user),
             queue,
             rx_frames,
-            batch: VecDeque::with_capacity(c.batch as usize),
-            batch_max: c.batch,
+            // A batch never holds more than the receive chunks: a larger setting reads no more.
+            batch: VecDeque::with_capacity(c.batch.min(rx_frames) as usize),
+            batch_max: c.batch.min(rx_frames),
             free: (0..rx_frames).rev().collect(),
             checksum: c.checksum,
             stats: RxStats::default(),
@@ -280,7 +287,8 @@ impl XdpProgram {
             comp,
             user,
             queue,
-            free: (rx_frames..rx_frames + c.tx_frames).rev().collect(),
+            free: (rx_frames..chunks).rev().collect(),
+            first: rx_frames,
             tx_frames: c.tx_frames,
             in_flight: 0,
             auto_kick: c.auto_kick,
@@ -381,7 +389,7 @@ impl XskRx {
         let mut read = self.ring.receive(self.batch_max);
         let mut n = 0;
         while let Some(XdpDesc { addr, len, .. }) = read.read() {
-            match self.area.claim(addr, len) {
+            match self.area.claim(addr, len, 0..self.rx_frames) {
                 Ok(chunk) => {
                     self.batch.push_back(chunk);
                     n += 1;
@@ -512,6 +520,8 @@ pub struct XskTx {
     user: Arc<User>,
     queue: u32,
     free: Vec<u32>,
+    /// The first transmit chunk: the transmit chunks are `first..first + tx_frames`.
+    first: u32,
     tx_frames: u32,
     in_flight: u32,
     auto_kick: Option<u32>,
@@ -551,9 +561,10 @@ impl XskTx {
     /// Takes back the chunks the kernel has finished sending; returns how many.
     pub fn complete(&mut self) -> usize {
         let mut read = self.comp.complete(self.tx_frames);
+        let pool = self.first..self.first + self.tx_frames;
         let mut n = 0;
         while let Some(addr) = read.read() {
-            match self.area.reclaim(addr) {
+            match self.area.reclaim(addr, pool.clone()) {
                 Ok(idx) => {
                     self.free.push(idx);
                     self.in_flight -= 1;
@@ -685,7 +696,9 @@ impl TxBuffer<'_> {
     /// longer than the chunk is written into a scratch buffer and dropped (counted in
     /// [`TxStats::dropped`]): the callback always runs, as smoltcp requires.
     pub fn send<R>(mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        let Some(idx) = self.idx.take() else {
+        // `idx` stays in the buffer until the chunk is submitted: if `f` panics, the chunk
+        // (back to `FREE` as its handle unwinds) returns to the free list in `drop`.
+        let Some(idx) = self.idx else {
             // Not reachable: `idx` is taken only here, and `send` consumes the buffer.
             return f(&mut vec![0; len]);
         };
@@ -693,6 +706,8 @@ impl TxBuffer<'_> {
             area,
             ring,
             free,
+            first,
+            tx_frames,
             in_flight,
             stats,
             auto_kick,
@@ -702,11 +717,13 @@ impl TxBuffer<'_> {
             .tx_chunk(idx)
             .filter(|_| len <= area.chunk_size() as usize)
         else {
+            self.idx = None;
             free.push(idx);
             stats.dropped += 1;
             return f(&mut vec![0; len]);
         };
         let r = f(&mut chunk.bytes_mut()[..len]);
+        self.idx = None;
         let addr = chunk.submit();
         let mut w = ring.transmit(1);
         let queued = w.insert_once(XdpDesc {
@@ -723,7 +740,7 @@ impl TxBuffer<'_> {
         } else {
             // The TX ring is as large as the transmit pool, so this does not happen; the chunk
             // is taken back all the same.
-            if let Ok(i) = area.reclaim(addr) {
+            if let Ok(i) = area.reclaim(addr, *first..*first + *tx_frames) {
                 free.push(i);
             }
             stats.dropped += 1;
@@ -797,3 +814,88 @@ mod smol {
 
 #[cfg(feature = "smoltcp")]
 pub use smol::NoRx;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xdp::XdpMode;
+
+    /// Runs `f` on a thread of its own in a fresh network namespace, with the redirect program
+    /// on its `lo` (generic XDP, `lo` up); skips, saying why, without root or AF_XDP.
+    fn on_private_lo(f: impl FnOnce(&XdpProgram) + Send) {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                if let Err(e) = sys::unshare_netns() {
+                    eprintln!("skipped: no network namespace of our own ({e})");
+                    return;
+                }
+                let up = std::process::Command::new("ip")
+                    .args(["link", "set", "lo", "up"])
+                    .status();
+                if !up.as_ref().is_ok_and(|s| s.success()) {
+                    eprintln!("skipped: `ip link set lo up` failed ({up:?})");
+                    return;
+                }
+                match XdpProgram::attach("lo", XdpMode::Generic) {
+                    Ok(xdp) => f(&xdp),
+                    Err(e) => eprintln!("skipped: {e}"),
+                }
+            });
+        });
+    }
+
+    fn small() -> XskConfig {
+        XskConfig::default()
+            .with_frames(64, 8)
+            .with_bind(BindMode::Copy)
+            .with_auto_kick(None)
+    }
+
+    /// Receive and transmit frames that add up past `u32::MAX` are a configuration error, not
+    /// an arithmetic overflow (a panic in a debug build).
+    #[test]
+    fn frame_counts_past_u32_max_are_an_error() {
+        on_private_lo(|xdp| {
+            let config = XskConfig::default().with_frames(u32::MAX, 8);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                xdp.socket(0, &config).map(drop)
+            }));
+            match r {
+                Ok(Err(XdpError::Os { source, .. })) => {
+                    assert_eq!(source.kind(), io::ErrorKind::InvalidInput);
+                }
+                Ok(other) => std::panic!("expected an invalid-input error, got {other:?}"),
+                Err(_) => std::panic!("socket() panicked on the frame counts"),
+            }
+        });
+    }
+
+    /// A transmit callback that panics (the caller catches it) leaves the chunk it was writing
+    /// free, not lost: the transmit pool is still whole.
+    #[test]
+    fn a_panicking_transmit_callback_gives_its_chunk_back() {
+        on_private_lo(|xdp| {
+            let mut sock = match xdp.socket(0, &small()) {
+                Ok(sock) => sock,
+                Err(e @ (XdpError::Permission { .. } | XdpError::Unsupported { .. })) => {
+                    eprintln!("skipped: {e}");
+                    return;
+                }
+                Err(e) => std::panic!("socket: {e}"),
+            };
+            let tx = sock.tx();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let buf = tx.buffer().expect("a free chunk");
+                buf.send(60, |_| std::panic!("the stack's writer failed"))
+            }));
+            assert!(r.is_err());
+            let a = tx.account();
+            assert!(a.is_conserved(), "{a:?}");
+            assert_eq!(a.free, a.total);
+            // And the pool still sends all its frames.
+            for _ in 0..a.total {
+                tx.send(&[0u8; 60]).expect("a free chunk");
+            }
+        });
+    }
+}

@@ -22,6 +22,7 @@ use std::ffi::{c_int, c_long, c_uint, c_void};
 use std::fs::File;
 use std::io;
 use std::mem::size_of;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -356,6 +357,18 @@ pub(crate) fn enter_netns(ns: &File) -> io::Result<()> {
     }
 }
 
+/// Moves the calling thread into a new network namespace of its own (tests: a private `lo`).
+#[cfg(test)]
+pub(crate) fn unshare_netns() -> io::Result<()> {
+    // SAFETY: unshare(CLONE_NEWNET) changes only the calling thread's network namespace; it
+    // reads and writes no memory of this process.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Waits until `fd` is readable or `timeout` passes; `Ok(true)` when readable.
 pub(crate) fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
@@ -480,7 +493,9 @@ pub(crate) struct StateCounts {
 /// Why a descriptor from the kernel was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BadDesc {
-    /// The address or length lies outside the UMEM or crosses a chunk boundary.
+    /// The address or length lies outside the UMEM or crosses a chunk boundary, or the chunk
+    /// belongs to the other pool (a receive descriptor for a transmit chunk, a completion for
+    /// a receive chunk).
     OutOfBounds,
     /// The chunk was not the kernel's to give.
     NotKernels,
@@ -547,11 +562,12 @@ impl Area {
             .then(|| self.addr_of(idx))
     }
 
-    /// Takes a `KERNEL` chunk back as `FREE` (a TX completion): its index.
-    pub(crate) fn reclaim(&self, addr: u64) -> Result<u32, BadDesc> {
+    /// Takes a `KERNEL` chunk of `pool` (the transmit chunks) back as `FREE` (a TX
+    /// completion): its index.
+    pub(crate) fn reclaim(&self, addr: u64, pool: Range<u32>) -> Result<u32, BadDesc> {
         let idx = addr / u64::from(self.chunk_size);
         let idx = u32::try_from(idx).map_err(|_| BadDesc::OutOfBounds)?;
-        if idx >= self.chunks {
+        if idx >= self.chunks || !pool.contains(&idx) {
             return Err(BadDesc::OutOfBounds);
         }
         if self.transition(idx, KERNEL, FREE) {
@@ -561,12 +577,18 @@ impl Area {
         }
     }
 
-    /// Takes the chunk of a received descriptor (`addr`, `len`) from the kernel as a handle.
-    pub(crate) fn claim(self: &Arc<Self>, addr: u64, len: u32) -> Result<RxChunk, BadDesc> {
+    /// Takes the chunk of a received descriptor (`addr`, `len`) from the kernel as a handle;
+    /// the chunk must be one of `pool` (the receive chunks).
+    pub(crate) fn claim(
+        self: &Arc<Self>,
+        addr: u64,
+        len: u32,
+        pool: Range<u32>,
+    ) -> Result<RxChunk, BadDesc> {
         let size = u64::from(self.chunk_size);
         let idx = u32::try_from(addr / size).map_err(|_| BadDesc::OutOfBounds)?;
         let off = (addr % size) as u32;
-        if idx >= self.chunks || u64::from(off) + u64::from(len) > size {
+        if idx >= self.chunks || !pool.contains(&idx) || u64::from(off) + u64::from(len) > size {
             return Err(BadDesc::OutOfBounds);
         }
         if !self.transition(idx, KERNEL, HELD) {
@@ -768,14 +790,20 @@ mod tests {
         let addr = area.post(1).unwrap();
         assert_eq!(addr, 2048);
         // Only a chunk the kernel has can be claimed, once, within its bounds.
-        assert_eq!(area.claim(0, 60).err(), Some(BadDesc::NotKernels));
+        assert_eq!(area.claim(0, 60, 0..4).err(), Some(BadDesc::NotKernels));
         assert_eq!(
-            area.claim(addr + 2000, 100).err(),
+            area.claim(addr + 2000, 100, 0..4).err(),
             Some(BadDesc::OutOfBounds)
         );
-        assert_eq!(area.claim(4 * 2048, 60).err(), Some(BadDesc::OutOfBounds));
-        let mut h = area.claim(addr + 256, 100).unwrap();
-        assert_eq!(area.claim(addr + 256, 100).err(), Some(BadDesc::NotKernels));
+        assert_eq!(
+            area.claim(4 * 2048, 60, 0..4).err(),
+            Some(BadDesc::OutOfBounds)
+        );
+        let mut h = area.claim(addr + 256, 100, 0..4).unwrap();
+        assert_eq!(
+            area.claim(addr + 256, 100, 0..4).err(),
+            Some(BadDesc::NotKernels)
+        );
         h.bytes_mut().fill(0xab);
         assert_eq!(h.bytes(), &[0xab; 100][..]);
         assert_eq!((h.idx(), h.addr(), h.len()), (1, 2048 + 256, 100));
@@ -792,11 +820,32 @@ mod tests {
         t.bytes_mut()[..4].copy_from_slice(&[1, 2, 3, 4]);
         let a = t.submit();
         assert_eq!(area.counts(0..4).kernel, 1);
-        assert_eq!(area.reclaim(a), Ok(3));
-        assert_eq!(area.reclaim(a), Err(BadDesc::NotKernels));
+        assert_eq!(area.reclaim(a, 0..4), Ok(3));
+        assert_eq!(area.reclaim(a, 0..4), Err(BadDesc::NotKernels));
         // A transmit chunk dropped unsubmitted is free again.
         drop(area.tx_chunk(2).unwrap());
         assert_eq!(area.counts(0..4).free, 4);
+    }
+
+    /// The receive and transmit chunks share one UMEM and one state (`KERNEL`) while the
+    /// kernel has them: a receive descriptor for a chunk being transmitted, or a completion for
+    /// a chunk in the fill ring, is refused instead of handing that chunk to the other half.
+    #[test]
+    fn a_descriptor_for_the_other_pool_is_refused() {
+        // Chunks 0..2 receive, 2..4 transmit, as a socket splits its UMEM.
+        let area = Area::new(4, CHUNK).unwrap();
+        let (rx, tx) = (0..2, 2..4);
+        let posted = area.post(0).unwrap();
+        let sent = area.tx_chunk(2).unwrap().submit();
+        assert_eq!(
+            area.claim(sent + 256, 60, rx.clone()).err(),
+            Some(BadDesc::OutOfBounds)
+        );
+        assert_eq!(area.reclaim(posted, tx.clone()), Err(BadDesc::OutOfBounds));
+        assert_eq!(area.counts(0..4).kernel, 2);
+        // Each in its own pool comes back as usual.
+        assert_eq!(area.claim(posted + 256, 60, rx).unwrap().idx(), 0);
+        assert_eq!(area.reclaim(sent, tx), Ok(2));
     }
 
     #[derive(Debug, Clone)]
@@ -848,7 +897,7 @@ mod tests {
                     }
                     Op::Claim(i, off, len) => {
                         let addr = u64::from(i) * u64::from(CHUNK) + u64::from(off);
-                        let r = area.claim(addr, len);
+                        let r = area.claim(addr, len, 0..N);
                         // The chunk the address falls in, and the offset inside it.
                         let (i, off) = ((addr / u64::from(CHUNK)) as u32, (addr % u64::from(CHUNK)) as u32);
                         let in_bounds = i < N && off + len <= CHUNK;
@@ -878,7 +927,7 @@ mod tests {
                         if let Some(t) = t {
                             if submit {
                                 let a = t.submit();
-                                prop_assert_eq!(area.reclaim(a), Ok(i));
+                                prop_assert_eq!(area.reclaim(a, 0..N), Ok(i));
                             }
                         }
                     }
