@@ -571,10 +571,7 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
     }
 
     fn check_push(&self, frame: &[u8]) -> Result<(Layout, u32, u32, bool), TxError> {
-        let meta = match self.link {
-            LinkKind::RawIp => RxMeta::raw_ip(0),
-            _ => RxMeta::ethernet(0),
-        };
+        let meta = RxMeta::new(self.link, 0);
         let p = parse::parse(frame, &meta).map_err(|u| TxError::Parse(u.reason))?;
         let layout = Layout::from_parsed(&p, frame).map_err(|_| TxError::Unsupported)?;
         let fin = p.flags & tcp_flags::FIN != 0;
@@ -955,5 +952,32 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert!(q.is_empty());
         assert_eq!(q.snd_una(), 200);
+    }
+
+    #[test]
+    fn ipoib_link_frames_are_accepted() {
+        let payload = [7u8; 100];
+        let spec = FrameSpec::ipv4_tcp(5201, 40000)
+            .seq(0)
+            .flags(TCP_ACK)
+            .payload(&payload)
+            .raw_ip();
+        let mut ip = vec![0u8; spec.len()];
+        spec.write(&mut ip).unwrap();
+        let mut frame = vec![0x08, 0x00, 0, 0];
+        frame.extend_from_slice(&ip);
+        // A queue for IPoIB frames parses them as IPoIB (not as Ethernet).
+        let mut q: TxQueue<Buf, 2> = TxQueue::new(0, LinkKind::Ipoib);
+        let _t = q.push(Buf(0, frame)).map_err(|e| e.error).unwrap();
+        assert_eq!(q.snd_nxt(), 100);
+        q.ack(40, |_| panic!("still unACKed")).unwrap();
+        let mut hdr = [0u8; 64];
+        let r = q.retransmit(0, &mut hdr, RetransmitOptions::new()).unwrap();
+        assert_eq!(r.header().len(), 4 + 20 + 20);
+        let mut out = [0u8; 200];
+        let len = r.copy_to(&mut out).unwrap();
+        let p = crate::parse::parse(&out[..len], &RxMeta::ipoib(0)).unwrap();
+        assert_eq!((p.seq, p.payload_len), (40, 60));
+        assert_eq!(crate::testing::ones_complement_sum(&out[4..24]), 0xffff);
     }
 }
