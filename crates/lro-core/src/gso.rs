@@ -35,7 +35,7 @@ pub enum GsoError {
         needed: usize,
     },
     /// The headers carry IPv4 options, or (for [`segment`] and [`segment_frame`]) the MSS is
-    /// zero.
+    /// zero or the layout is of a tunnelled frame.
     Invalid,
 }
 
@@ -316,8 +316,9 @@ impl Layout {
 /// ```
 ///
 /// # Errors
-/// [`GsoError::Invalid`] if `mss` is zero, `header` is not `layout.header_len()` bytes or a
-/// frame of `mss` payload bytes would not fit an IP length field;
+/// [`GsoError::Invalid`] if `mss` is zero, `layout` is of a tunnelled frame (use
+/// [`resegment_with`]), `header` is not `layout.header_len()` bytes or a frame of `mss`
+/// payload bytes would not fit an IP length field;
 /// [`GsoError::BufferTooSmall`] if `out` cannot hold the headers and `mss` bytes. Nothing is
 /// emitted on error.
 pub fn segment<'p, I>(
@@ -333,7 +334,10 @@ where
 {
     let hdr = layout.header_len();
     let mss = usize::from(mss);
-    if mss == 0 || header.len() != hdr || !layout.layers.fits(hdr + mss) {
+    // A tunnelled layout (from `parse_with`) is refused: its encapsulation header and outer
+    // IP header cannot be rewritten without knowing the encapsulation.
+    let tunnelled = layout.layers.outer.is_some();
+    if mss == 0 || tunnelled || header.len() != hdr || !layout.layers.fits(hdr + mss) {
         return Err(GsoError::Invalid);
     }
     let out = out
@@ -404,4 +408,88 @@ pub fn segment_frame(
     let (header, rest) = frame.split_at(layout.header_len());
     let payload = &rest[..p.payload_len as usize];
     segment(&layout, header, [payload], mss, out, emit)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::encap::{EncapFix, EncapHeader, Inner};
+    use crate::testing::{ones_complement_sum, FrameSpec, TCP_ACK, TCP_PSH};
+    use std::vec;
+    use std::vec::Vec;
+
+    /// An 8-byte encapsulation with no length or checksum field (IP protocol 253, RFC 3692).
+    struct Toy;
+
+    impl Encap for Toy {
+        const IP_PROTOCOL: u8 = 253;
+        const MAX_HEADER_LEN: usize = 8;
+        const NAME: &'static str = "toy";
+        type Tunnel = crate::encap::TunnelKey;
+
+        fn parse(b: &[u8]) -> Result<EncapHeader, PassReason> {
+            let h = b.get(..8).ok_or(PassReason::Malformed)?;
+            match u16::from_be_bytes([h[0], h[1]]) {
+                0x0800 => Ok(EncapHeader::new(8, Inner::Ipv4, 0)),
+                _ => Err(PassReason::NotTcp),
+            }
+        }
+
+        fn fix(_header: &mut [u8], _fix: &EncapFix) {}
+    }
+
+    /// Ethernet, outer IPv4 (protocol 253), the toy header, inner IPv4/TCP with `payload`.
+    fn tunnelled(payload: &[u8]) -> Vec<u8> {
+        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+            .seq(1)
+            .ack(1)
+            .flags(TCP_ACK | TCP_PSH)
+            .payload(payload)
+            .raw_ip();
+        let mut inner = vec![0u8; spec.len()];
+        spec.write(&mut inner).unwrap();
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&((20 + 8 + inner.len()) as u16).to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 253;
+        ip[12..20].copy_from_slice(&[192, 0, 2, 1, 192, 0, 2, 2]);
+        let c = !ones_complement_sum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&[0x08, 0x00, 0, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&inner);
+        f
+    }
+
+    #[test]
+    fn segment_never_emits_a_tunnelled_frame_with_a_stale_outer_length() {
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let frame = tunnelled(&payload);
+        let p = parse::parse_with::<Toy>(&frame, &RxMeta::ethernet(0)).unwrap();
+        assert!(p.tunnel.is_some());
+        let layout = Layout::from_parsed(&p, &frame).unwrap();
+        let (header, rest) = frame.split_at(layout.header_len());
+        let mut out = [0u8; 2000];
+        let mut emitted = Vec::new();
+        let r = segment(&layout, header, [rest], 1000, &mut out, |f| {
+            emitted.push(f.to_vec())
+        });
+        // The encapsulation header cannot be rewritten without knowing `Toy`: every frame
+        // emitted must still have outer lengths that match it.
+        for f in &emitted {
+            let outer_len = usize::from(u16::from_be_bytes([f[16], f[17]]));
+            assert_eq!(outer_len, f.len() - 14, "outer IPv4 total length");
+            assert_eq!(
+                ones_complement_sum(&f[14..34]),
+                0xffff,
+                "outer IPv4 checksum"
+            );
+        }
+        assert_eq!(r, Err(GsoError::Invalid));
+        assert!(emitted.is_empty());
+    }
 }
