@@ -113,7 +113,8 @@ pub enum LayoutError {
     /// The ring has no descriptors.
     NoDescriptors,
     /// The fragment size is below [`MIN_FRAG_SIZE`] or above what the descriptor format takes
-    /// ([`MAX_FRAG_SIZE`] for [`RxDescriptor`]).
+    /// ([`MAX_FRAG_SIZE`] for [`RxDescriptor`]), or so small that a page holds more than 65535
+    /// fragments.
     FragSize(usize),
     /// The buffer memory, the page size or the fragment size is not a multiple of the
     /// alignment the MAC requires.
@@ -140,7 +141,7 @@ impl fmt::Display for LayoutError {
             Self::NoDescriptors => f.write_str("the ring has no descriptors"),
             Self::FragSize(s) => write!(
                 f,
-                "fragment size {s}: below {MIN_FRAG_SIZE} bytes or above the descriptor format's largest buffer"
+                "fragment size {s}: below {MIN_FRAG_SIZE} bytes, above the descriptor format's largest buffer, or more than 65535 to a page"
             ),
             Self::Misaligned { align } => write!(
                 f,
@@ -197,6 +198,8 @@ pub struct RxRing<'a, T: RxDescriptorFormat = RxDescriptor> {
     layout: BufferLayout,
     next_rx: Cell<usize>,
     next_fill: Cell<usize>,
+    /// The last descriptor reaped did not end its frame: the next one holds the rest of it.
+    mid_frame: Cell<bool>,
     armed: Cell<usize>,
     outstanding: Cell<usize>,
     frames: Cell<u64>,
@@ -227,6 +230,10 @@ impl<'a, T: RxDescriptorFormat> RxRing<'a, T> {
         if layout.page_size < layout.frag_size {
             return Err(LayoutError::PageSmallerThanFrag);
         }
+        // The pool counts a page's fragments in 16 bits.
+        if layout.frags_per_page() > usize::from(u16::MAX) {
+            return Err(LayoutError::FragSize(layout.frag_size));
+        }
         let align = T::BUFFER_ALIGN;
         if !buffers.as_ptr().addr().is_multiple_of(align)
             || !layout.page_size.is_multiple_of(align)
@@ -255,6 +262,7 @@ impl<'a, T: RxDescriptorFormat> RxRing<'a, T> {
             layout,
             next_rx: Cell::new(0),
             next_fill: Cell::new(0),
+            mid_frame: Cell::new(false),
             armed: Cell::new(0),
             outstanding: Cell::new(0),
             frames: Cell::new(0),
@@ -281,8 +289,13 @@ impl<'a, T: RxDescriptorFormat> RxRing<'a, T> {
             self.next_rx.set((i + 1) % self.capacity());
             self.armed.set(self.armed.get() - 1);
             let len = usize::from(done.len);
+            // A descriptor after one that did not end its frame holds the rest of that frame,
+            // whatever it says (ENET's have no first-buffer bit, and QEMU's ENET gives the
+            // last one the length of its own piece): never a frame of its own.
+            let continues = self.mid_frame.replace(!done.last);
             // A frame and the trailer the device appends (an FCS) fit the buffer.
-            let good = done.good && (14..=self.layout.frag_size - T::TRAILER).contains(&len);
+            let good =
+                done.good && !continues && (14..=self.layout.frag_size - T::TRAILER).contains(&len);
             if !good {
                 self.errors.set(self.errors.get() + 1);
                 self.pool.free(frag);
@@ -544,5 +557,34 @@ impl<T: RxDescriptorFormat> fmt::Debug for RxFrame<'_, T> {
             .field("page", &self.page())
             .field("status", &format_args!("{:#010x}", self.done.status))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec;
+
+    use super::*;
+
+    #[test]
+    fn a_page_of_more_than_65535_fragments_is_a_layout_error() {
+        // Fragments are counted per page in 16 bits: 65536 of them do not fit (the count
+        // wrapped to zero and `RxRing::new` panicked; 65537 wrapped to one per page).
+        let mut mem = vec![0u8; 64 * 65537];
+        for frags in [65536, 65537] {
+            let mut storage: RxRingStorage<4, 1> = RxRingStorage::new();
+            let layout = BufferLayout::page_frags(64 * frags, 64);
+            assert_eq!(
+                RxRing::new(&mut storage, &mut mem, layout).err(),
+                Some(LayoutError::FragSize(64))
+            );
+        }
+        // 65535 fragments per page do.
+        let mut storage: RxRingStorage<4, 1> = RxRingStorage::new();
+        let layout = BufferLayout::page_frags(64 * 65535, 64);
+        let ring = RxRing::new(&mut storage, &mut mem, layout).unwrap();
+        assert_eq!(ring.fragments(), 65535);
+        assert_eq!(ring.armed(), 4);
     }
 }

@@ -185,6 +185,7 @@ impl RawRx for EnetRxDescriptor {
             status: u32::from(flags) | u32::from(length) << 16,
             len: length.saturating_sub(bits::FCS_LEN as u16),
             good,
+            last: flags & bits::L != 0,
             extra: [0; 2],
         })
     }
@@ -421,6 +422,69 @@ mod tests {
             self.next = if wrap != 0 { 0 } else { self.next + 1 };
             true
         }
+    }
+
+    impl EnetModel {
+        /// QEMU's `imx_fec_receive` with a frame longer than `MRBR`: the frame and its FCS
+        /// spread over consecutive descriptors, each with the length of what it holds (the
+        /// last one too, unlike the reference manual's whole-frame length), L on the last.
+        fn deliver_split(&mut self, ring: &crate::RxRing<'_, EnetRxDescriptor>, frame: &[u8]) {
+            let desc = ring.desc();
+            let mut data = frame.to_vec();
+            data.extend_from_slice(&[0xfc; bits::FCS_LEN]);
+            let chunks: std::vec::Vec<&[u8]> = data.chunks(ring.layout().frag_size).collect();
+            for (k, chunk) in chunks.iter().enumerate() {
+                let d = &desc.hw[self.next];
+                assert_ne!(d.flags() & bits::RX_E, 0, "no empty descriptor");
+                fence(Ordering::Acquire);
+                let parked = desc.slots[self.next].0.take();
+                let dst = parked.as_ref().map(|f| f.ptr.as_ptr()).unwrap();
+                assert_eq!(dst.addr() as u32, d.buffer_addr());
+                desc.slots[self.next].0.set(parked);
+                // SAFETY: as in `deliver`; `chunk` is at most a fragment long.
+                unsafe { core::ptr::copy_nonoverlapping(chunk.as_ptr(), dst, chunk.len()) };
+                d.0.set_length(chunk.len() as u16);
+                fence(Ordering::Release);
+                let wrap = d.flags() & bits::W;
+                let last = if k + 1 == chunks.len() { bits::L } else { 0 };
+                d.0.set_flags(wrap | last);
+                self.next = if wrap != 0 { 0 } else { self.next + 1 };
+            }
+        }
+    }
+
+    #[test]
+    fn the_tail_of_a_frame_spanning_descriptors_is_not_a_frame() {
+        extern crate std;
+        use std::vec::Vec;
+
+        use crate::test_frames::tcp;
+        use crate::{BufferLayout, RxRing, RxRingStorage};
+
+        #[repr(align(64))]
+        struct Mem([u8; 8 * 256]);
+        let mut storage: RxRingStorage<4, 8, EnetRxDescriptor> = RxRingStorage::new();
+        let mut mem = std::boxed::Box::new(Mem([0; 8 * 256]));
+        let ring = RxRing::new(&mut storage, &mut mem.0, BufferLayout::slots(256)).unwrap();
+        let mut mac = EnetModel { next: 0 };
+        // 400 bytes and the FCS in 256-byte buffers: the last descriptor holds 148 bytes, L
+        // set and no error bit. Its 144 bytes are the middle of the frame, not a frame.
+        let long = tcp(1, 346);
+        mac.deliver_split(&ring, &long);
+        assert!(ring.receive().is_none());
+        assert_eq!(ring.stats().frames, 0);
+        assert_eq!(ring.stats().errors, 2);
+        // Both buffers reposted; the next frames (across the wrap) are received whole.
+        assert_eq!(ring.armed(), 4);
+        let frames: Vec<Vec<u8>> = (0..3).map(|k| tcp(400 + k * 100, 100)).collect();
+        for f in &frames {
+            assert!(mac.deliver(&ring, f));
+        }
+        for f in &frames {
+            assert_eq!(&ring.receive().unwrap()[..], &f[..]);
+        }
+        assert!(ring.receive().is_none());
+        assert_eq!(ring.stats().frames, 3);
     }
 
     #[test]

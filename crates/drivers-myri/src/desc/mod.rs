@@ -106,6 +106,9 @@ pub struct Completion {
     pub(crate) len: u16,
     /// A whole frame in one buffer with no error.
     pub(crate) good: bool,
+    /// The descriptor ends a frame (`LS`, ENET's `L`): when clear, the next descriptor holds
+    /// the rest of the same frame.
+    pub(crate) last: bool,
     /// Further words the format decodes (checksum, hash, VLAN tag).
     pub(crate) extra: [u32; 2],
 }

@@ -165,6 +165,7 @@ impl RawRx for RxDescriptor {
             status,
             len: (status & bits::FL_MASK) as u16,
             good: status & (bits::FS | bits::LS | bits::ES) == bits::FS | bits::LS,
+            last: status & bits::LS != 0,
             extra: [self.read(word::CSUM_VLAN), self.read(word::HASH)],
         })
     }
