@@ -52,8 +52,9 @@ pub struct AdapterStats {
     /// Pure ACKs handed to smoltcp (TCP without payload and without SYN, FIN or RST), counted
     /// while coalescing is on: with [`AdapterStats::superseded`], the pure ACKs received.
     pub pure_acks_to_stack: u64,
-    /// Frames dropped because a segment did not fit the staging buffer or the queue (never
-    /// with the sizes [`LroDevice::new`] enforces).
+    /// Frames given back to the driver without reaching smoltcp: a segment that did not fit
+    /// the staging buffer or the queue (never with the sizes [`LroDevice::new`] enforces), or
+    /// whose receive token was dropped without being consumed.
     pub dropped: u64,
 }
 
@@ -151,7 +152,8 @@ impl<F: AsRef<[u8]>, const Q: usize> Sink<F> for PendingSink<'_, F, Q> {
 }
 
 impl<F: AsRef<[u8]> + AsMut<[u8]>, C: Capacity, const Q: usize> RxState<'_, F, C, Q> {
-    /// Drops frames left at the front without their head (a token dropped unconsumed).
+    /// Drops frames left at the front without their head (a token leaked with `mem::forget`;
+    /// one dropped unconsumed gives its frames back itself).
     fn skip_orphans(&mut self) {
         while self.pending.front().is_some_and(|p| !p.head) {
             self.pending.pop_front();
@@ -189,18 +191,41 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>, C: Capacity, const Q: usize> RxState<'_, F, C
     }
 }
 
-/// smoltcp's receive token: one segment.
+/// smoltcp's receive token: one segment. Dropped without being consumed, it gives the
+/// segment's frames back to the driver at once, counted in [`AdapterStats::dropped`].
 pub struct LroRxToken<'a, 's, F, C: Capacity, const Q: usize> {
-    head: Pending<F>,
+    /// The segment's head (`None` once consumed).
+    head: Option<Pending<F>>,
     rx: &'a mut RxState<'s, F, C, Q>,
 }
 
+impl<F, C: Capacity, const Q: usize> Drop for LroRxToken<'_, '_, F, C, Q> {
+    fn drop(&mut self) {
+        let Some(head) = self.head.take() else {
+            return;
+        };
+        let rest = head.seg_frames.saturating_sub(1);
+        drop(head);
+        self.rx.stats.dropped += 1;
+        for _ in 0..rest {
+            if self.rx.pending.front().is_none_or(|p| p.head) {
+                break;
+            }
+            self.rx.pending.pop_front();
+            self.rx.stats.dropped += 1;
+        }
+    }
+}
+
 impl<Fr: AsRef<[u8]>, C: Capacity, const Q: usize> RxToken for LroRxToken<'_, '_, Fr, C, Q> {
-    fn consume<R, F>(self, f: F) -> R
+    fn consume<R, F>(mut self, f: F) -> R
     where
         F: FnOnce(&[u8]) -> R,
     {
-        let Self { head, rx } = self;
+        let Some(head) = self.head.take() else {
+            return f(&[]);
+        };
+        let rx = &mut *self.rx;
         rx.stats.frames_to_stack += 1;
         rx.stats.bytes_to_stack += u64::from(head.seg_len);
         let range = |p: &Pending<Fr>| p.start as usize..p.end as usize;
@@ -412,7 +437,13 @@ impl<'s, R: RxDriver, T: Device, C: Capacity, const Q: usize> Device for LroDevi
         // Only with a transmit token (smoltcp may answer at once); otherwise the segment waits.
         let tx = self.tx.transmit(timestamp)?;
         let head = rx.pending.pop_front()?;
-        Some((LroRxToken { head, rx }, tx))
+        Some((
+            LroRxToken {
+                head: Some(head),
+                rx,
+            },
+            tx,
+        ))
     }
 
     fn transmit(&mut self, timestamp: Instant) -> Option<Self::TxToken<'_>> {
@@ -523,6 +554,40 @@ mod tests {
         assert_eq!(got.len(), 3);
         assert!(got.iter().all(|f| f.len() == 14 + 40 + 3000));
         assert_eq!(dev.stats().dropped, 0);
+    }
+
+    #[test]
+    fn a_token_dropped_unconsumed_gives_its_frames_back_counted() {
+        let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
+        let mut mem = vec![0u8; 8 * 2048];
+        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
+        let mut mac = SimMac::new(&ring);
+        let mut staging = vec![0u8; STAGING_LEN];
+        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
+            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
+        // A segment of four frames: smoltcp drops its token without consuming it.
+        for k in 0..4 {
+            mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
+        }
+        let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
+        drop(rx);
+        // Not passed up: every frame of the segment is back in the ring and counted.
+        assert_eq!(ring.outstanding(), 0);
+        assert_eq!(dev.stats().dropped, 4);
+        assert_eq!(dev.stats().frames_to_stack, 0);
+        // A single-frame segment dropped unconsumed is counted too.
+        let mut arp = vec![0u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        mac.deliver(&arp).unwrap();
+        let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
+        drop(rx);
+        assert_eq!(ring.outstanding(), 0);
+        assert_eq!(dev.stats().dropped, 5);
+        // The device goes on with the next segment.
+        mac.deliver(&tcp(401, 100)).unwrap();
+        assert_eq!(drain(&mut dev), vec![tcp(401, 100)]);
+        assert_eq!(dev.stats().dropped, 5);
+        assert_eq!(ring.outstanding(), 0);
     }
 
     #[test]
