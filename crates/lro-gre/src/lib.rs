@@ -156,7 +156,8 @@ impl Encap for Gre {
     /// # Errors
     /// [`PassReason::Malformed`] for a truncated header; [`PassReason::Encap`] for a version
     /// other than 0 (its layout is not RFC 2784's) or an RFC 1701 routing field too long to
-    /// walk; [`PassReason::NotTcp`] for a protocol type other than IPv4, IPv6 and TEB.
+    /// walk or of odd length; [`PassReason::NotTcp`] for a protocol type other than IPv4, IPv6
+    /// and TEB.
     #[inline]
     fn parse(bytes: &[u8]) -> Result<EncapHeader, PassReason> {
         let Some(base) = bytes.first_chunk::<{ wire::HEADER_LEN }>() else {
@@ -176,7 +177,12 @@ impl Encap for Gre {
             return Err(PassReason::Encap);
         } else {
             match Header::new_unchecked(bytes).check_len() {
-                Ok(()) => Header::new_unchecked(bytes).header_len(),
+                // Hostile SRE lengths can make the header odd-sized, which the hook does not
+                // allow (`EncapHeader::len` is a multiple of 2): never merged anyway.
+                Ok(()) => match Header::new_unchecked(bytes).header_len() {
+                    n if n.is_multiple_of(2) => n,
+                    _ => return Err(PassReason::Encap),
+                },
                 Err(wire::Error::Routing) => return Err(PassReason::Encap),
                 Err(_) => return Err(PassReason::Malformed),
             }
@@ -397,6 +403,15 @@ mod tests {
         assert_eq!(hdr(&r).unwrap().len, 12);
         assert_eq!(hdr(&r).unwrap().mergeable, Err(PassReason::Encap));
         assert_eq!(hdr(&r[..10]), Err(PassReason::Malformed));
+    }
+
+    #[test]
+    fn odd_length_routing_is_not_measured_as_a_header() {
+        // R with an SRE of one byte, then the null SRE: 17 bytes, not a multiple of 2.
+        let r = [
+            0x40, 0x00, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0x01, 0x00, 0x01, 0xaa, 0, 0, 0, 0,
+        ];
+        assert_eq!(hdr(&r), Err(PassReason::Encap));
     }
 
     #[test]

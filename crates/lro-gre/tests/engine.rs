@@ -728,3 +728,28 @@ fn the_size_limit_counts_from_the_outer_header() {
     };
     assert!(bytes.len() - 14 <= 65535);
 }
+
+#[test]
+fn odd_length_routing_field_passes_as_encap_under_every_nic() {
+    // RFC 1701 routing with an SRE of odd length: the header is 17 bytes, an odd length the
+    // hook's contract (`EncapHeader::len`, a multiple of 2) does not allow. Never merged, it
+    // must pass counted as `Encap` whatever the NIC says of checksums.
+    let mut g = GreSpec::ipv4();
+    g.flags_version = flags::R;
+    g.routing = lro_core::testing::Bytes::from_slice(&[0x00, 0x01, 0x00, 0x01, 0xaa, 0, 0, 0, 0]);
+    assert_eq!(g.gre_len(), 17);
+    let mut f = Flow::new(g);
+    let frames = f.data(3);
+    for nic in NICS {
+        let ins = inputs(&f, &frames, nic);
+        let mut e: Box<E> = Box::new(GreEngine::new(Config::lro()));
+        let (rec, verdicts) = run(&mut *e, &ins, &pushes(ins.len()));
+        assert!(
+            verdicts
+                .iter()
+                .all(|v| *v == Verdict::Passed(PassReason::Encap)),
+            "{nic:?}: {verdicts:?}"
+        );
+        assert_eq!(rec.out.len(), 3);
+    }
+}
