@@ -427,8 +427,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
 
     /// Writes the checksum (when C is set) from `payload_sum`, the folded ones'-complement sum
     /// of every byte after the header to the end of the outer datagram (RFC 2784 section 2.5:
-    /// the sum of the header, checksum field zero, and the payload). The header's length is a
-    /// multiple of 4, so the payload's sum adds as it is; no payload byte is read.
+    /// the sum of the header, checksum field zero, and the payload). No payload byte is read;
+    /// after a header of odd length (an RFC 1701 routing field) the payload's sum is added
+    /// byte-swapped.
     pub fn fill_checksum(&mut self, payload_sum: u16) {
         if !self.checksum_present() {
             return;
@@ -437,7 +438,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
         self.set_checksum(0);
         let b = self.buffer.as_ref();
         let hdr = b.get(..len).unwrap_or(b);
-        let s = lro_core::csum::add(lro_core::csum::sum(hdr), payload_sum);
+        let s = lro_core::csum::add_at_offset(lro_core::csum::sum(hdr), payload_sum, hdr.len());
         self.set_checksum(lro_core::csum::finish(s));
     }
 }
@@ -571,6 +572,25 @@ mod tests {
                 .verify_checksum(&payload),
             None
         );
+    }
+
+    #[test]
+    fn checksum_fill_and_verify_agree_for_an_odd_length_header() {
+        // C and R with an SRE of one byte: a 17-byte header, so the payload starts at an odd
+        // offset and its sum must be added byte-swapped.
+        let mut b = [0u8; 17];
+        b[0] = 0xc0;
+        b[2..4].copy_from_slice(&[0x08, 0x00]);
+        b[8..13].copy_from_slice(&[0x00, 0x01, 0x00, 0x01, 0xaa]);
+        let payload = [0x12u8, 0x34, 0x56, 0x78];
+        let mut h = Header::new_unchecked(&mut b[..]);
+        assert_eq!(h.header_len(), 17);
+        h.fill_checksum(lro_core::csum::sum(&payload));
+        let h = Header::new_checked(&b[..]).unwrap();
+        assert_eq!(h.verify_checksum(&payload), Some(true));
+        let mut all: Vec<u8> = b.to_vec();
+        all.extend_from_slice(&payload);
+        assert!(lro_core::csum::is_zero(lro_core::csum::sum(&all)));
     }
 
     #[test]
