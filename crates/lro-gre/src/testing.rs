@@ -285,6 +285,14 @@ impl GreSpec {
     /// As [`GreSpec::write`], but for the buffer.
     pub fn wrapped_len(&self, inner: InnerFrame<'_>) -> Result<usize, WrapError> {
         let (bytes, _) = self.inner(inner)?;
+        let ip_len = self.ip.header_len() + self.gre_len() + bytes.len();
+        let length_field = match self.ip {
+            IpSpec::V4(_) => ip_len,
+            IpSpec::V6(_) => ip_len - 40,
+        };
+        if length_field > usize::from(u16::MAX) {
+            return Err(WrapError::TooLong);
+        }
         Ok(self.header_len() + bytes.len())
     }
 
@@ -641,6 +649,35 @@ mod tests {
         assert_eq!(
             GreSpec::ipv4().write(InnerFrame::Ip(&d), &mut vec![0u8; 70000]),
             Err(WrapError::TooLong)
+        );
+    }
+
+    #[test]
+    fn wrapped_len_refuses_what_write_refuses() {
+        // A datagram that fits its own length field but not once wrapped: `wrapped_len`
+        // ("as `write`, but for the buffer") says so instead of sizing a buffer `write`
+        // will then refuse.
+        let mut d = vec![0x45u8; 65530];
+        d[2..4].copy_from_slice(&65530u16.to_be_bytes());
+        for spec in [GreSpec::ipv4(), GreSpec::ipv6().checksum().key(1)] {
+            assert_eq!(
+                spec.write(InnerFrame::Ip(&d), &mut vec![0u8; 70000]),
+                Err(WrapError::TooLong)
+            );
+            assert_eq!(
+                spec.wrapped_len(InnerFrame::Ip(&d)),
+                Err(WrapError::TooLong),
+                "{spec:?}"
+            );
+        }
+        // Just within: both agree on the length.
+        let n = 65535 - 20 - 4;
+        let mut d = vec![0x45u8; n];
+        d[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+        let len = GreSpec::ipv4().wrapped_len(InnerFrame::Ip(&d)).unwrap();
+        assert_eq!(
+            GreSpec::ipv4().write(InnerFrame::Ip(&d), &mut vec![0u8; len]),
+            Ok(len)
         );
     }
 
