@@ -73,7 +73,8 @@ pub enum Inner {
 #[non_exhaustive]
 pub struct EncapHeader {
     /// Length of the header in bytes (a multiple of 2, so the sums of what follows add as
-    /// they are).
+    /// they are; the engine passes a frame measured otherwise alone as
+    /// [`PassReason::Malformed`](crate::PassReason::Malformed)).
     pub len: usize,
     /// What follows the header.
     pub inner: Inner,

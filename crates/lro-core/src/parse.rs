@@ -681,7 +681,10 @@ fn tunnel<E: Encap>(
     let encap_at = outer.next;
     let header = E::parse(&frame[encap_at..outer.end]).map_err(unparsed)?;
     let inner_at = encap_at + header.len;
+    // The hook's answer is checked, not trusted: an odd length (the contract says even)
+    // would put the inner headers where the sums of what follows no longer add.
     if header.len > E::MAX_HEADER_LEN
+        || header.len % 2 != 0
         || inner_at > outer.end
         || header.checksum.is_some_and(|c| c + 2 > header.len)
     {

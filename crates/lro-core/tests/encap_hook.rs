@@ -658,3 +658,57 @@ fn every_tunnelled_frame_passed_alone_is_counted_for_the_tunnel() {
         );
     }
 }
+
+/// A hook that breaks the contract: the toy's header measured one byte longer, an odd length
+/// (`EncapHeader::len` must be a multiple of 2, or the sums of what follows do not add).
+struct OddToy;
+
+impl Encap for OddToy {
+    const IP_PROTOCOL: u8 = TOY;
+    const MAX_HEADER_LEN: usize = 12;
+    const NAME: &'static str = "odd-toy";
+    type Tunnel = TunnelKey;
+
+    fn parse(b: &[u8]) -> Result<EncapHeader, PassReason> {
+        let mut header = Toy::parse(b)?;
+        header.len += 1;
+        Ok(header)
+    }
+
+    fn may_merge(held: &[u8], frame: &[u8]) -> bool {
+        Toy::may_merge(held, frame)
+    }
+
+    fn fix(_header: &mut [u8], _fix: &EncapFix) {}
+}
+
+#[test]
+fn a_hook_measuring_an_odd_header_gets_its_frames_passed_as_malformed() {
+    // The toy frames with one byte put after the toy header, outer length and checksum
+    // mended: read with the odd length, each inner datagram is whole and mergeable.
+    let frames: Vec<Vec<u8>> = run_of(Outer::default(), 3, 40000)
+        .into_iter()
+        .map(|mut f| {
+            f.insert(42, 0);
+            let total = u16::from_be_bytes([f[16], f[17]]) + 1;
+            f[16..18].copy_from_slice(&total.to_be_bytes());
+            f[24..26].fill(0);
+            let c = !ones_complement_sum(&f[14..34]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+            f
+        })
+        .collect();
+    let mut e: Box<Engine<Vec<u8>, Sizes<16, 64>, OddToy>> = Box::new(Engine::new(Config::lro()));
+    let mut sink = Collect::default();
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let verdicts: Vec<Verdict> = frames
+        .iter()
+        .map(|f| e.push(f.clone(), &meta, &mut sink))
+        .collect();
+    e.flush_all(&mut sink);
+    assert_eq!(verdicts, vec![Verdict::Passed(PassReason::Malformed); 3]);
+    // Delivered as they came, byte for byte.
+    let out: Vec<Vec<u8>> = sink.out.into_iter().map(|(b, _)| b).collect();
+    assert_eq!(out, frames);
+    assert!(e.stats().is_conserved());
+}
