@@ -314,8 +314,9 @@ impl Capture {
     fn read_pcapng(&mut self, data: &[u8]) -> Result<(), String> {
         let (mut rest, mut parser) = PcapNgParser::new(data)
             .map_err(|e| format!("bad pcapng section header: {}", describe(&e)))?;
-        // Per interface: link type, timestamp units per second as (multiplier, shift/divisor).
-        let mut ifaces: Vec<(Link, u32, TsUnit, u64)> = Vec::new();
+        // Per interface: link type, its number, timestamp unit, `if_tsoffset` in seconds (signed)
+        // and snap length.
+        let mut ifaces: Vec<(Link, u32, TsUnit, i64, u32)> = Vec::new();
         let mut link_number: Option<u32> = None;
         while !rest.is_empty() {
             let at = data.len() - rest.len();
@@ -343,38 +344,50 @@ impl Capture {
                                     TsUnit::Pow10(*r)
                                 };
                             }
-                            InterfaceDescriptionOption::IfTsOffset(o) => offset = *o,
+                            // A signed 64-bit number of seconds (pcapng specification).
+                            InterfaceDescriptionOption::IfTsOffset(o) => offset = *o as i64,
                             _ => {}
                         }
                     }
                     // An unsupported link type is reported when a packet of it shows up.
                     let link = Link::from_number(number).unwrap_or(Link::Ethernet);
-                    ifaces.push((link, number, unit, offset));
+                    ifaces.push((link, number, unit, offset, idb.snaplen));
                 }
                 Block::EnhancedPacket(epb) => {
-                    let Some(&(link, number, unit, offset)) = ifaces.get(epb.interface_id as usize)
-                    else {
-                        return Err(format!(
-                            "corrupt: packet {} refers to interface {} that was never described",
-                            self.records.len() + 1,
-                            epb.interface_id
-                        ));
-                    };
-                    self.check_link(&mut link_number, number)?;
                     let ticks = epb.timestamp.as_nanos() as u64;
-                    let ts = unit
-                        .to_ns(ticks)
-                        .saturating_add(offset.saturating_mul(1_000_000_000));
-                    self.add(ts, &epb.data, link);
+                    self.add_packet(
+                        &ifaces,
+                        &mut link_number,
+                        epb.interface_id,
+                        ticks,
+                        &epb.data,
+                    )?;
+                }
+                // The obsolete Packet Block carries packets as the Enhanced Packet Block does.
+                Block::Packet(pb) => {
+                    // Its timestamp is a high then a low 32-bit word, which pcap-file reads as
+                    // one 64-bit number: the words come out swapped in a little-endian section.
+                    let ticks = match parser.section().endianness {
+                        pcap_file::Endianness::Big => pb.timestamp,
+                        pcap_file::Endianness::Little => pb.timestamp.rotate_left(32),
+                    };
+                    let interface = u32::from(pb.interface_id);
+                    self.add_packet(&ifaces, &mut link_number, interface, ticks, &pb.data)?;
                 }
                 Block::SimplePacket(spb) => {
-                    let Some(&(link, number, _, _)) = ifaces.first() else {
+                    let Some(&(link, number, _, _, snaplen)) = ifaces.first() else {
                         return Err(
                             "corrupt: a packet before any interface description".to_string()
                         );
                     };
                     self.check_link(&mut link_number, number)?;
-                    self.add(0, &spb.data, link);
+                    // The block's data is padded to 32 bits: the packet is its original length,
+                    // cut at the interface's snap length (0: none).
+                    let mut len = spb.data.len().min(spb.original_len as usize);
+                    if snaplen != 0 {
+                        len = len.min(snaplen as usize);
+                    }
+                    self.add(0, &spb.data[..len], link);
                 }
                 _ => {}
             }
@@ -383,6 +396,28 @@ impl Capture {
         if let Some(n) = link_number {
             self.set_link(n)?;
         }
+        Ok(())
+    }
+
+    /// A packet of pcapng interface `interface` with its timestamp in the interface's units.
+    fn add_packet(
+        &mut self,
+        ifaces: &[(Link, u32, TsUnit, i64, u32)],
+        link_number: &mut Option<u32>,
+        interface: u32,
+        ticks: u64,
+        data: &[u8],
+    ) -> Result<(), String> {
+        let Some(&(link, number, unit, offset, _)) = ifaces.get(interface as usize) else {
+            return Err(format!(
+                "corrupt: packet {} refers to interface {interface} that was never described",
+                self.records.len() + 1,
+            ));
+        };
+        self.check_link(link_number, number)?;
+        // The offset may be negative: a time before 1970 reads as 0.
+        let ts = i128::from(unit.to_ns(ticks)) + i128::from(offset) * 1_000_000_000;
+        self.add(u64::try_from(ts.max(0)).unwrap_or(u64::MAX), data, link);
         Ok(())
     }
 
@@ -522,6 +557,128 @@ mod tests {
             }
             let _ = Capture::parse("bad".into(), &bad);
         }
+    }
+
+    /// A pcapng file of one Ethernet interface (`options` on it) and the blocks `blocks`.
+    fn pcapng_of(
+        snaplen: u32,
+        options: Vec<InterfaceDescriptionOption<'static>>,
+        blocks: Vec<Block<'_>>,
+    ) -> Vec<u8> {
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use pcap_file::pcapng::PcapNgWriter;
+        let mut w = PcapNgWriter::new(Vec::new()).expect("writer");
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: pcap_file::DataLink::ETHERNET,
+            snaplen,
+            options,
+        })
+        .expect("idb");
+        for b in &blocks {
+            w.write_block(b).expect("block");
+        }
+        w.into_inner()
+    }
+
+    #[test]
+    fn pcapng_simple_packets_keep_their_length_not_the_block_padding() {
+        use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
+        let frame: Vec<u8> = (0..61u8).collect();
+        let spb = |data: &[u8]| {
+            Block::SimplePacket(SimplePacketBlock {
+                original_len: 61,
+                data: data.to_vec().into(),
+            })
+        };
+        let ng = pcapng_of(0, vec![], vec![spb(&frame)]);
+        let cap = Capture::parse("spb".into(), &ng).expect("parses");
+        assert_eq!(cap.records.len(), 1);
+        assert_eq!(cap.frame(&cap.records[0]), &frame[..], "no padding bytes");
+        // Cut by the interface's snap length: the packet data is the first 40 bytes.
+        let ng = pcapng_of(40, vec![], vec![spb(&frame[..40])]);
+        let cap = Capture::parse("spb".into(), &ng).expect("parses");
+        assert_eq!(cap.frame(&cap.records[0]), &frame[..40]);
+    }
+
+    #[test]
+    fn pcapng_obsolete_packet_blocks_are_read_not_dropped() {
+        let frame: Vec<u8> = (0..60u8).collect();
+        // 2023-11-14 22:13:20.000001 UTC in microseconds: the timestamp's high word is not 0.
+        let us: u64 = 1_700_000_000_000_001;
+        for big in [false, true] {
+            let (w16, w32) = (
+                |v: u16| {
+                    if big {
+                        v.to_be_bytes()
+                    } else {
+                        v.to_le_bytes()
+                    }
+                },
+                |v: u32| {
+                    if big {
+                        v.to_be_bytes()
+                    } else {
+                        v.to_le_bytes()
+                    }
+                },
+            );
+            let block = |kind: u32, body: &[u8]| {
+                let len = 12 + body.len() as u32;
+                [&w32(kind)[..], &w32(len), body, &w32(len)].concat()
+            };
+            let shb = [&w32(0x1a2b_3c4d)[..], &w16(1), &w16(0), &[0xff; 8]].concat();
+            let idb = [&w16(1)[..], &w16(0), &w32(0)].concat();
+            // Packet Block: interface, drops, timestamp high and low words, lengths, data.
+            let pb = [
+                &w16(0)[..],
+                &w16(0),
+                &w32((us >> 32) as u32),
+                &w32(us as u32),
+                &w32(60),
+                &w32(60),
+                &frame,
+            ]
+            .concat();
+            let ng = [
+                block(0x0a0d_0d0a, &shb),
+                block(1, &idb),
+                block(2, &pb),
+                block(2, &pb),
+            ]
+            .concat();
+            let cap = Capture::parse("pb".into(), &ng).expect("parses");
+            assert_eq!(
+                cap.records.len(),
+                2,
+                "every packet is read (big endian: {big})"
+            );
+            assert_eq!(cap.records[1].ts_ns, us * 1000, "big endian: {big}");
+            assert_eq!(cap.frame(&cap.records[0]), &frame[..]);
+        }
+    }
+
+    #[test]
+    fn pcapng_if_tsoffset_is_signed() {
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        let epb = |us: u64| {
+            Block::EnhancedPacket(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: std::time::Duration::from_nanos(us),
+                original_len: 60,
+                data: vec![0u8; 60].into(),
+                options: vec![],
+            })
+        };
+        // -10 seconds: 25 s of capture time is 15 s; 5 s would be before 1970 and reads as 0.
+        let offset = InterfaceDescriptionOption::IfTsOffset((-10i64) as u64);
+        let ng = pcapng_of(0, vec![offset], vec![epb(25_000_000), epb(5_000_000)]);
+        let cap = Capture::parse("off".into(), &ng).expect("parses");
+        assert_eq!(cap.records[0].ts_ns, 15_000_000_000);
+        assert_eq!(cap.records[1].ts_ns, 0);
+        let offset = InterfaceDescriptionOption::IfTsOffset(10);
+        let ng = pcapng_of(0, vec![offset], vec![epb(25_000_000)]);
+        let cap = Capture::parse("off".into(), &ng).expect("parses");
+        assert_eq!(cap.records[0].ts_ns, 35_000_000_000);
     }
 
     #[test]
