@@ -12,7 +12,7 @@
 //! DPDK's mbuf pool); the frame handle is a slot and the length of what the engine sees (a
 //! cooked-capture header is left out when copying).
 
-use std::io::Write as _;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -201,8 +201,16 @@ fn measure<const SLOT: usize>(
     bar: &indicatif::ProgressBar,
 ) -> Result<Vec<Round>> {
     // Working buffers, allocated once as one arena of 64-byte aligned slots: every frame of a
-    // burst comes back before the next one.
-    let mut arena = vec![0u8; (burst + 1) * SLOT];
+    // burst comes back before the next one. An arena too large for memory (a long --burst of
+    // large frames) is refused with a message, not an abort: tried first, then allocated zeroed.
+    let len = (burst + 1).saturating_mul(SLOT);
+    Vec::<u8>::new().try_reserve_exact(len).map_err(|e| {
+        crate::UsageError(format!(
+            "--burst {}: {burst} buffers of {SLOT} bytes (room for the capture's largest frame) cannot be allocated ({e}); choose a smaller --burst",
+            args.engine.burst
+        ))
+    })?;
+    let mut arena = vec![0u8; len];
     let skew = arena.as_ptr().align_offset(64).min(SLOT);
     let mut pool: Vec<Frame<'_, SLOT>> = Vec::with_capacity(2 * burst);
     pool.extend(
@@ -277,7 +285,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let allocations: u64 = rounds.iter().map(|r| r.allocations).sum();
     let ratio = report::ratio(last.frames_in, last.frames_out);
     let (csum, out_csum) = (args.engine.csum_name(), args.engine.out_csum_name());
-    let mut stdout = std::io::stdout().lock();
+    let mut t = String::new();
     if args.json {
         let v = json!({
             "input": cap.name,
@@ -295,10 +303,10 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             "ns_per_frame_median": median,
             "allocations_timed": allocations,
         });
-        writeln!(stdout, "{v}")?;
+        let _ = writeln!(t, "{v}");
     } else {
-        writeln!(
-            stdout,
+        let _ = writeln!(
+            t,
             "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {burst}{}, {} flows, checksums {csum}, out {out_csum})",
             cap.name,
             last.frames_in,
@@ -307,13 +315,47 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             args.engine.policy_name(),
             if args.engine.rss_sort { " sorted by RSS hash" } else { "" },
             args.engine.flows
-        )?;
-        writeln!(
-            stdout,
+        );
+        let _ = writeln!(
+            t,
             "ns per input frame: best {best:.1}, median {median:.1} over {} rounds (parse + coalesce + header fix-up + emit; refilling buffers not timed)",
             args.rounds
-        )?;
-        writeln!(stdout, "allocations in the timed region: {allocations}")?;
+        );
+        let _ = writeln!(t, "allocations in the timed region: {allocations}");
     }
-    Ok(())
+    // A failure to write the report is an output error (exit status 4), naming stdout.
+    crate::print_out(&t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{CsumArg, OutCsumArg, PolicyArg};
+
+    #[test]
+    fn an_arena_too_large_for_memory_is_an_error_not_an_abort() {
+        let args = BenchArgs {
+            input: None,
+            engine: EngineArgs {
+                policy: PolicyArg::Lro,
+                burst: 64,
+                flows: 64,
+                csum: CsumArg::Trust,
+                out_csum: OutCsumArg::Full,
+                rss_sort: false,
+                no_prediction: false,
+            },
+            rounds: 1,
+            json: true,
+        };
+        let frame = [0u8; 60];
+        let meta = args.engine.meta(lro_core::LinkKind::Ethernet, 0, &frame);
+        // 2^42 buffers of 256 KiB: 2^60 bytes, more than any address space.
+        let bar = indicatif::ProgressBar::hidden();
+        let e = measure::<MAX_FRAME>(&args, false, &[(&frame[..], meta)], 1 << 42, &bar)
+            .err()
+            .expect("refused");
+        assert!(e.is::<crate::UsageError>(), "{e}");
+        assert!(e.to_string().contains("--burst"), "{e}");
+    }
 }

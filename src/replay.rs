@@ -17,7 +17,8 @@ use crate::output::{OutFile, OutputError};
 use crate::report::{self, RunInfo};
 use crate::tunnel::FlowId;
 
-/// Snap length of the output pcap: room for a 64 KB segment and any link header.
+/// Snap length of the output pcap: room for a 64 KB segment and any link header (more when an
+/// input frame, passed through as it is, is longer).
 const OUT_SNAPLEN: u32 = 262_144;
 
 /// Holding flows across bursts.
@@ -386,7 +387,8 @@ pub(crate) fn run(
             let name = file.name().to_string();
             to_stdout = file.is_stdout();
             let header = PcapHeader {
-                snaplen: OUT_SNAPLEN,
+                // Frames passed through are written whole, however long.
+                snaplen: OUT_SNAPLEN.max(u32::try_from(cap.max_len).unwrap_or(u32::MAX)),
                 datalink: DataLink::from(cap.link_number),
                 ts_resolution: TsResolution::NanoSecond,
                 endianness: Endianness::native(),

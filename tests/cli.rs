@@ -1223,6 +1223,63 @@ fn exit_statuses_tell_usage_input_and_output_apart() {
     }
 }
 
+#[test]
+fn bench_report_that_cannot_be_written_is_an_output_error() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let r = Command::new(env!("CARGO_BIN_EXE_lro"))
+        .args(["bench", SMALL, "--rounds", "1"])
+        .current_dir(root())
+        .stdout(
+            std::fs::File::options()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .expect("run lro");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(4), "{err}");
+    assert!(err.contains("stdout: cannot write"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_frame_longer_than_the_default_snap_length_is_written_whole() {
+    let dir = temp_dir("cli", "long-frame");
+    let small = read_capture(&root().join(SMALL));
+    // A 300 000-byte frame of a local experimental EtherType: not IP, passed through as it is.
+    let mut long = vec![0xff; 6];
+    long.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x88, 0xb5]);
+    long.resize(300_000, 0x5a);
+    let mut frames = small.frames[..20].to_vec();
+    frames.insert(10, (frames[10].0, long.clone()));
+    let path = dir.join("long.pcap");
+    let header = PcapHeader {
+        datalink: DataLink::ETHERNET,
+        snaplen: 400_000,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(std::fs::File::create(&path).unwrap(), header).unwrap();
+    for (ts, data) in &frames {
+        w.write_packet(&PcapPacket::new(*ts, data.len() as u32, data))
+            .unwrap();
+    }
+    drop(w);
+    let out_path = dir.join("out.pcap");
+    let v = lro_json(&[
+        "replay",
+        path.to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+    ]);
+    let out = read_capture(&out_path);
+    check_counts(&v, frames.len(), Some(&out));
+    assert!(out.frames.iter().any(|(_, f)| *f == long), "the long frame");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The picture and the progress bar.
 
