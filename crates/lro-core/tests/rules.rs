@@ -465,3 +465,61 @@ fn sack_acks_are_predicted_as_variants_of_their_flows_template() {
         }
     }
 }
+
+/// Lro: a segment absorbs any number of advancing pure ACKs (no frame slot is used, so no
+/// limit applies before the flush). Its count of absorbed ACKs must not overflow: at 65536 a
+/// 16-bit count wrapped to zero (a panic in debug builds), and the head then went out as
+/// received, with its own, oldest ACK number, the 65536 newer ones released.
+#[test]
+fn a_segment_absorbs_more_than_65535_pure_acks() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(Config::lro());
+    let mut rec = Rec::default();
+    assert_eq!(
+        engine.push(data(1, 1000, 5, TCP_ACK), &meta, &mut rec),
+        Verdict::Held
+    );
+    let n: u32 = 1 << 16;
+    let ack = frame(spec(2).seq(1000 + MSS as u32).ack(6).flags(TCP_ACK));
+    let ack_at = 14 + 20 + 8;
+    let mut f = ack.clone();
+    for i in 0..n {
+        f[ack_at..ack_at + 4].copy_from_slice(&(6 + i).to_be_bytes());
+        assert_eq!(engine.push(f.clone(), &meta, &mut rec), Verdict::Absorbed);
+        // The sink keeps nothing of the released frames.
+        rec.released.clear();
+    }
+    engine.flush_all(&mut rec);
+    assert!(engine.stats().is_conserved());
+    assert_eq!(engine.stats().absorbed, u64::from(n));
+    assert_eq!(rec.segments.len(), 1);
+    let head = &rec.segments[0][0];
+    let got = u32::from_be_bytes(head[ack_at..ack_at + 4].try_into().unwrap());
+    assert_eq!(got, 6 + n - 1, "the newest ACK number is delivered");
+}
+
+/// `set_config` changing the maximum hold time while segments are held: `flush_idle`
+/// applies the new limit to them, as the check at the flow's next frame does. (It skipped
+/// them: its next deadline was computed under the old limit, never when there was none.)
+#[test]
+fn flush_idle_applies_a_max_hold_set_while_segments_are_held() {
+    let at = |t: u64| RxMeta::ethernet(t).with_checksum(RxChecksum::Verified);
+    for before in [None, Some(1000)] {
+        let mut config = Config::lro();
+        config.max_hold = before;
+        let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(config);
+        let mut rec = Rec::default();
+        assert_eq!(
+            engine.push(data(1, 1000, 5, TCP_ACK), &at(0), &mut rec),
+            Verdict::Held
+        );
+        engine.set_config(config.with_max_hold(10));
+        engine.flush_idle(20, &mut rec);
+        assert_eq!(
+            rec.causes,
+            [lro_core::Cause::Flushed(lro_core::FlushReason::MaxHold)],
+            "max hold {before:?} -> 10"
+        );
+        assert_eq!(engine.held_frames(), 0);
+    }
+}

@@ -328,6 +328,11 @@ where
     /// memory, which is keyed by the hash).
     pub fn set_config(&mut self, config: Config) {
         let reseed = config.hash_seed != self.config.hash_seed;
+        if config.max_hold != self.config.max_hold {
+            // The next deadline was computed under the old limit (or none): `flush_idle`
+            // rescans the held segments and computes it again.
+            self.hold_deadline = 0;
+        }
         self.config = config;
         if reseed {
             self.hasher = FlowHasher::new(config.hash_seed);
@@ -1233,7 +1238,7 @@ where
         e.data_frames = u16::from(f.payload_len > 0);
         e.ip_len = ip_end - first_l3;
         e.payload_len = f.payload_len;
-        e.absorbed = 0;
+        e.absorbed = false;
         e.first_time = time;
         e.last_time = time;
         e.sums = match sum {
@@ -1399,7 +1404,7 @@ where
         if let Some(ts) = ts {
             e.ts = Some(ts);
         }
-        e.absorbed += 1;
+        e.absorbed = true;
         e.last_time = time;
         index.touch(slot);
         self.stats.acks_merged += 1;
@@ -1524,7 +1529,7 @@ where
         }
         let row = &mut frames[s * C::FRAMES..s * C::FRAMES + count];
         self.held -= count;
-        let rewrite = count > 1 || e.absorbed > 0;
+        let rewrite = count > 1 || e.absorbed;
         let checksum = if !rewrite {
             OutChecksum::AsReceived
         } else if count == 1

@@ -255,8 +255,9 @@ pub struct FlowState {
     pub(crate) sums: Sums,
     /// TCP payload bytes held.
     pub(crate) payload_len: u32,
-    /// ACKs absorbed into the head (the head's ACK fields need rewriting even alone).
-    pub(crate) absorbed: u16,
+    /// An ACK was absorbed into the head (its ACK fields need rewriting even alone). A flag,
+    /// not a count: nothing bounds how many ACKs one segment absorbs.
+    pub(crate) absorbed: bool,
     /// An idle entry kept only for header prediction of a `Gro` flow of pure ACKs: the first
     /// idle entry to be reused, and the only kind such a flow may take from another flow.
     pub(crate) ack_only: bool,
@@ -312,7 +313,7 @@ impl FlowState {
             complete: true,
         },
         payload_len: 0,
-        absorbed: 0,
+        absorbed: false,
         ack_only: false,
         first_time: 0,
         last_time: 0,
