@@ -57,13 +57,31 @@ fn flow(kernel_mac: [u8; 6]) -> (Vec<Vec<u8>>, Vec<u8>) {
     (frames, stream)
 }
 
-/// Sends each segment, as `Bytes` views of its frames, to the checking thread.
-struct ToBytes(mpsc::Sender<Vec<Bytes>>, usize);
+/// Sends each segment, as `Bytes` views of its frames, to the checking thread; counts the
+/// segments and the views that are the segment's own pieces in place (the same address and
+/// length as the piece in its UMEM frame: not a copy).
+struct ToBytes {
+    to_checker: mpsc::Sender<Vec<Bytes>>,
+    segments: usize,
+    in_place: usize,
+}
 
 impl Sink<UmemFrame> for ToBytes {
     fn segment(&mut self, segment: Segment<'_, UmemFrame>) {
-        self.1 += 1;
-        let _ = self.0.send(segment_to_bytes(segment));
+        self.segments += 1;
+        let pieces: Vec<(usize, usize)> = segment
+            .chunks()
+            .map(|c| (c.as_ptr() as usize, c.len()))
+            .collect();
+        let views = segment_to_bytes(segment);
+        if views.len() == pieces.len() {
+            self.in_place += views
+                .iter()
+                .zip(&pieces)
+                .filter(|(v, p)| (v.as_ptr() as usize, v.len()) == **p)
+                .count();
+        }
+        let _ = self.to_checker.send(views);
     }
 }
 
@@ -88,19 +106,21 @@ fn umem_frames_as_bytes_return_from_another_thread() {
         let checker = thread::spawn(move || {
             let mut payload = Vec::new();
             let mut pieces = 0;
-            let mut umem_views = 0;
             for seg in seg_rx {
                 pieces += seg.len();
                 // The head carries Ethernet + IPv4 + TCP headers (54 bytes) before its payload.
                 for (i, b) in seg.iter().enumerate() {
                     payload.extend_from_slice(if i == 0 { &b[54..] } else { &b[..] });
-                    umem_views += 1;
                 }
             }
-            (payload, pieces, umem_views)
+            (payload, pieces)
         });
         let _ = ready_tx.send(());
-        let mut sink = ToBytes(seg_tx, 0);
+        let mut sink = ToBytes {
+            to_checker: seg_tx,
+            segments: 0,
+            in_place: 0,
+        };
         let start = Instant::now();
         let mut taken = 0;
         while taken < FRAMES && start.elapsed() < Duration::from_secs(20) {
@@ -118,9 +138,9 @@ fn umem_frames_as_bytes_return_from_another_thread() {
                 thread::sleep(Duration::from_millis(2));
             }
         }
-        let segments = sink.1;
+        let (segments, views) = (sink.segments, sink.in_place);
         drop(sink);
-        let (payload, pieces, views) = checker.join().expect("checker");
+        let (payload, pieces) = checker.join().expect("checker");
         // Every view is gone: every frame handle was dropped on the checking thread.
         rx.refill();
         let account = rx.account();
@@ -149,7 +169,8 @@ fn umem_frames_as_bytes_return_from_another_thread() {
         stats.frames_merged > 0 && segments < FRAMES,
         "segments were coalesced"
     );
-    assert_eq!(views, pieces);
+    // Every view the checking thread got is its piece in the UMEM frame, not a copy.
+    assert_eq!(views, pieces, "views over the UMEM frames (not copies)");
     assert_eq!(
         payload, stream,
         "the payload through the Bytes views is the one sent"

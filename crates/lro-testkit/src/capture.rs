@@ -144,15 +144,26 @@ mod tests {
 
     #[test]
     fn a_cut_file_yields_the_records_before_the_cut() {
-        for file in [
-            pcap(1, &[b"aaaa", b"bbbbbbbb"]),
-            pcapng(1, &[b"aaaa", b"bbbbbbbb"]),
-        ] {
+        let frames: [&[u8]; 2] = [b"aaaa", b"bbbbbbbb"];
+        // Each writer, and how many bytes a file needs before it reads as that format at all
+        // (pcap: the global header up to the link type; pcapng: the magic).
+        type Write = fn(&[&[u8]]) -> Vec<u8>;
+        let writers: [(Write, usize); 2] = [(|f| pcap(1, f), 24), (|f| pcapng(1, f), 4)];
+        for (write, readable) in writers {
+            let file = write(&frames);
             let whole = read(&file).unwrap();
-            for cut in 0..file.len() {
-                if let Some(part) = read(&file[..cut]) {
-                    assert!(part.len() <= whole.len());
-                    assert_eq!(part[..], whole[..part.len()], "cut at {cut}");
+            assert_eq!(whole.len(), frames.len());
+            for cut in 0..=file.len() {
+                // The records that end within the cut: every one of them, and nothing else.
+                let complete = (1..=frames.len())
+                    .filter(|&k| write(&frames[..k]).len() <= cut)
+                    .count();
+                match read(&file[..cut]) {
+                    Some(part) => {
+                        assert!(cut >= readable, "cut at {cut}: read as a capture");
+                        assert_eq!(part[..], whole[..complete], "cut at {cut}");
+                    }
+                    None => assert!(cut < readable, "cut at {cut}: not read"),
                 }
             }
         }
