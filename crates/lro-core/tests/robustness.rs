@@ -6,8 +6,13 @@
 //! per-flow payload in order, and rewritten segments valid (lengths and checksums, computed
 //! here with `lro_core::testing`'s reference sum, not the engine's).
 //!
-//! The capture replay reads `../shared/corpus/tcpdump-tests` (or `$LRO_TCPDUMP_TESTS`) with a
-//! tiny pcap/pcapng reader below, and is skipped with a message when the folder is absent.
+//! Flows, payloads and the output's offsets are read with the reference reader
+//! (`lro_testkit::oracle`), written from the protocol rules and not from the engine's parser,
+//! so a parser that left a field out of the flow key could not hide behind its own answer.
+//!
+//! The capture replay reads `../shared/corpus/tcpdump-tests` (or `$LRO_TCPDUMP_TESTS`) with
+//! `lro_testkit::capture`'s tolerant reader, and is skipped with a message when the folder is
+//! absent.
 
 use lro_core::flow::FlowHasher;
 use lro_core::rss::RssSorted;
@@ -17,6 +22,7 @@ use lro_core::{
     Coalescer, Config, Engine, FlushReason, LinkKind, OutChecksum, PassReason, Policy, RssHash,
     RssType, RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Sizes, Verdict,
 };
+use lro_testkit::oracle::{self, Class, Identity, Tcp};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -81,14 +87,27 @@ impl In {
         Self { bytes, meta }
     }
 
-    fn key(&self) -> Option<FlowKey> {
-        parse::parse(&self.bytes, &self.meta).ok().map(|p| p.key)
+    /// The reference reader's view, when it reads a TCP segment.
+    fn tcp(&self) -> Option<Box<Tcp>> {
+        match oracle::classify(&self.bytes, &self.meta) {
+            Class::Tcp(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn key(&self) -> Option<Identity> {
+        self.tcp().map(|t| t.id)
+    }
+
+    /// The engine's own flow key (what its table hashes).
+    fn engine_key(&self) -> Option<FlowKey> {
+        parse::flow_key(&self.bytes, &self.meta)
     }
 
     fn payload(&self) -> &[u8] {
-        match parse::parse(&self.bytes, &self.meta) {
-            Ok(p) => &self.bytes[p.payload as usize..p.ip_end as usize],
-            Err(_) => &[],
+        match self.tcp() {
+            Some(t) => &self.bytes[t.payload..t.ip_end],
+            None => &[],
         }
     }
 }
@@ -166,8 +185,8 @@ fn check(inputs: &[In], ops: &[Op], config: &Config, frames_max: usize, rec: &Re
     }
     assert!(seen.iter().all(|&c| c == 0), "a frame came back unpushed");
     // Per-flow order (so per-flow bytes: each segment's payload is checked below).
-    let mut last: HashMap<FlowKey, usize> = HashMap::new();
-    let mut flow_out: HashMap<FlowKey, Vec<u8>> = HashMap::new();
+    let mut last: HashMap<Identity, usize> = HashMap::new();
+    let mut flow_out: HashMap<Identity, Vec<u8>> = HashMap::new();
     for o in &rec.out {
         let Out::Seg { ids, bytes, info } = o else {
             if let Out::Rel(i) = o {
@@ -209,10 +228,13 @@ fn check(inputs: &[In], ops: &[Op], config: &Config, frames_max: usize, rec: &Re
         for &i in ids {
             assert_eq!(inputs[i].key(), Some(key), "isolation: segment {ids:?}");
         }
-        let p = parse::parse(bytes, &head.meta).expect("a rewritten segment parses");
-        assert_eq!(p.ip_end as usize, bytes.len(), "segment {ids:?}: IP length");
-        let (l3, l4) = (p.l3 as usize, p.l4 as usize);
-        if !p.is_v6() {
+        let Class::Tcp(p) = oracle::classify(bytes, &head.meta) else {
+            panic!("segment {ids:?}: a rewritten segment is TCP");
+        };
+        assert_eq!(p.id, key, "segment {ids:?}: the flow of its frames");
+        assert_eq!(p.ip_end, bytes.len(), "segment {ids:?}: IP length");
+        let (l3, l4) = (p.l3, p.l4);
+        if !p.v6 {
             assert!(
                 is_zero(ones(&bytes[l3..l4])),
                 "segment {ids:?}: IPv4 checksum"
@@ -222,8 +244,8 @@ fn check(inputs: &[In], ops: &[Op], config: &Config, frames_max: usize, rec: &Re
             assert_eq!(plen + 40, bytes.len() - l3, "segment {ids:?}: IPv6 length");
         }
         let tcp_len = (bytes.len() - l4) as u32;
-        let (src, dst) = (p.key.src_bytes(), p.key.dst_bytes());
-        let pseudo = if p.is_v6() {
+        let (src, dst) = (p.id.src, p.id.dst);
+        let pseudo = if p.v6 {
             testing::pseudo_header_sum_v6(src, dst, tcp_len)
         } else {
             let four = |a: [u8; 16]| [a[0], a[1], a[2], a[3]];
@@ -244,7 +266,7 @@ fn check(inputs: &[In], ops: &[Op], config: &Config, frames_max: usize, rec: &Re
             .flat_map(|&i| inputs[i].payload().to_vec())
             .collect();
         assert_eq!(
-            &bytes[p.payload as usize..],
+            &bytes[p.payload..],
             &payload[..],
             "segment {ids:?}: payload"
         );
@@ -253,7 +275,7 @@ fn check(inputs: &[In], ops: &[Op], config: &Config, frames_max: usize, rec: &Re
         }
     }
     // Bytes per flow: what went in (minus released pure ACKs, which carry none) came out.
-    let mut flow_in: HashMap<FlowKey, Vec<u8>> = HashMap::new();
+    let mut flow_in: HashMap<Identity, Vec<u8>> = HashMap::new();
     for &i in &pushed {
         if let Some(k) = inputs[i].key() {
             flow_in
@@ -496,10 +518,12 @@ fn flows_crafted_to_collide_in_the_key_hash_stay_apart() {
     let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
     let buckets: std::collections::HashSet<u32> = inputs
         .iter()
-        .map(|f| hasher.hash(&f.key().expect("TCP")) & 0xff)
+        .map(|f| hasher.hash(&f.engine_key().expect("TCP")) & 0xff)
         .collect();
-    let keys: std::collections::HashSet<FlowKey> =
-        inputs.iter().map(|f| f.key().expect("TCP")).collect();
+    let keys: std::collections::HashSet<FlowKey> = inputs
+        .iter()
+        .map(|f| f.engine_key().expect("TCP"))
+        .collect();
     assert_eq!(
         (buckets.len(), keys.len()),
         (1, 64),

@@ -843,10 +843,17 @@ fn hostile_acks_never_panic() {
         (1 << 31) - 1,
     ] {
         let r = q.ack(ack, |_| panic!("nothing to release"));
-        assert!(matches!(
-            r,
-            Ok(AckOutcome::Duplicate | AckOutcome::Old) | Err(TxError::AckBeyondSndNxt { .. })
-        ));
+        // Nothing sent: SND.UNA = SND.NXT. The ACK repeats it, lies before it (mod 2^32) or
+        // acknowledges what was never sent.
+        let d = ack.wrapping_sub(u32::MAX - 5) as i32;
+        match d {
+            0 => assert_eq!(r, Ok(AckOutcome::Duplicate), "ack {ack}"),
+            d if d < 0 => assert_eq!(r, Ok(AckOutcome::Old), "ack {ack}"),
+            _ => assert!(
+                matches!(r, Err(TxError::AckBeyondSndNxt { .. })),
+                "ack {ack}: {r:?}"
+            ),
+        }
     }
     let f = Fields {
         seq: u32::MAX - 5,
@@ -864,14 +871,41 @@ fn hostile_acks_never_panic() {
         .unwrap();
     let mut x = 0x9e37_79b9u32;
     let mut released = 0;
-    for _ in 0..100_000 {
+    // 100 bytes in flight from SND.UNA; every answer is determined by where the ACK falls.
+    let (mut una, nxt) = (u32::MAX - 5, (u32::MAX - 5).wrapping_add(100));
+    let mut advanced = 0;
+    for i in 0..100_000u32 {
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
-        if let Ok(AckOutcome::Advanced { released: r }) = q.ack(x, |_| released += 1) {
-            assert_eq!(r, 0, "the NIC still owns it");
+        // Every 1000th ACK falls inside the window, so that some advance SND.UNA.
+        let ack = if i % 1000 == 0 {
+            una.wrapping_add(1 + x % nxt.wrapping_sub(una).max(1))
+        } else {
+            x
+        };
+        let r = q.ack(ack, |_| released += 1);
+        let ahead = ack.wrapping_sub(una);
+        if ahead == 1 << 31 {
+            continue; // Half the sequence space away: either reading is RFC-correct.
+        }
+        if ack == una {
+            assert_eq!(r, Ok(AckOutcome::Duplicate), "ack {ack}, una {una}");
+        } else if (ahead as i32) < 0 {
+            assert_eq!(r, Ok(AckOutcome::Old), "ack {ack}, una {una}");
+        } else if ahead <= nxt.wrapping_sub(una) {
+            // The NIC still owns the buffer: nothing released.
+            assert_eq!(r, Ok(AckOutcome::Advanced { released: 0 }), "ack {ack}");
+            una = ack;
+            advanced += 1;
+        } else {
+            assert!(
+                matches!(r, Err(TxError::AckBeyondSndNxt { .. })),
+                "ack {ack}, una {una}: {r:?}"
+            );
         }
     }
+    assert!(advanced > 0, "some ACKs advanced SND.UNA");
     assert_eq!(released, 0);
     let mut back = None;
     q.abort(|b| back = Some(b));
