@@ -523,3 +523,36 @@ fn flush_idle_applies_a_max_hold_set_while_segments_are_held() {
         assert_eq!(engine.held_frames(), 0);
     }
 }
+
+/// `OutChecksum::AsReceived` configured: a coalesced segment's checksum is rewritten in full,
+/// and its `SegmentInfo` says so (it said `AsReceived`, which promises the head unchanged).
+#[test]
+fn as_received_configured_labels_coalesced_segments_full() {
+    struct Labels(Vec<(lro_core::OutChecksum, Vec<u8>)>);
+    impl Sink<Vec<u8>> for Labels {
+        fn segment(&mut self, seg: Segment<'_, Vec<u8>>) {
+            let mut b = vec![0; seg.len()];
+            seg.copy_to(&mut b).unwrap();
+            self.0.push((seg.info().checksum, b));
+        }
+    }
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let config = Config::gro().with_checksum_out(lro_core::OutChecksum::AsReceived);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(config);
+    let mut out = Labels(Vec::new());
+    engine.push(data(1, 1, 5, TCP_ACK), &meta, &mut out);
+    engine.push(data(2, 1 + MSS as u32, 5, TCP_ACK), &meta, &mut out);
+    engine.flush_all(&mut out);
+    assert_eq!(out.0.len(), 1);
+    let (label, b) = &out.0[0];
+    assert_eq!(*label, lro_core::OutChecksum::Full);
+    // IPv4 at 14, TCP at 34: the pseudo header and the segment sum to all ones.
+    let tcp_len = (b.len() - 34) as u32;
+    let pseudo = lro_core::testing::pseudo_header_sum_v4(
+        b[26..30].try_into().unwrap(),
+        b[30..34].try_into().unwrap(),
+        tcp_len,
+    );
+    let sum = lro_core::testing::add16(pseudo, lro_core::testing::ones_complement_sum(&b[34..]));
+    assert!(sum == 0xffff || sum == 0, "TCP checksum {sum:#06x}");
+}

@@ -1540,7 +1540,11 @@ where
             OutChecksum::Full
         } else {
             finalise::<F, E>(e, row, &config);
-            config.checksum_out
+            // `AsReceived` configured reads as `Full`: a rewritten segment's checksum is.
+            match config.checksum_out {
+                OutChecksum::Partial => OutChecksum::Partial,
+                _ => OutChecksum::Full,
+            }
         };
         // The head from offset 0 to its datagram's end, then each appended frame's payload: the
         // link header plus the merged datagram (held frames' `start..end`, summed).

@@ -82,7 +82,8 @@ pub struct Config {
     /// ([`PassReason::Unverified`]): a checksum nobody checked is never laundered into a
     /// segment carrying a valid one.
     pub verify_checksums: bool,
-    /// How coalesced segments' TCP checksums are written.
+    /// How coalesced segments' TCP checksums are written ([`OutChecksum::AsReceived`] reads
+    /// as [`OutChecksum::Full`]: a rewritten segment never keeps its head's checksum).
     pub checksum_out: OutChecksum,
     /// Largest datagram a segment may grow to, from its first (outer) IP header (Linux
     /// `GRO_LEGACY_MAX_SIZE`: 65535, also the most an IPv4 total length can say).
