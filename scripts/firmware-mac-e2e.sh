@@ -31,11 +31,16 @@ tag=fw$$
 ns=${tag}ns
 tap=${tag}t
 qpid=
+cpid=
 cleanup() {
-  if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
-    kill "$qpid" 2>/dev/null || true
-    wait "$qpid" 2>/dev/null || true
-  fi
+  # The client too: left running it would keep the namespace (and its TAP) alive for up to
+  # $timeout_s seconds after the name is gone.
+  for pid in $qpid $cpid; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   ip netns del "$ns" 2>/dev/null || true
   rm -rf "$tmp"
 }
@@ -94,6 +99,7 @@ fi
 kill "$cpid" "$qpid" 2>/dev/null || true
 client_rc=0
 wait "$cpid" || client_rc=$?
+cpid=
 set +e
 wait "$qpid"
 rc=$?

@@ -47,7 +47,11 @@ cleanup() {
     done
     rm -rf "$work"
 }
-trap cleanup EXIT INT TERM
+# INT/TERM must end the script: a handler that only cleaned up would return into it with
+# `set +e` (from cleanup) in force, and the remaining steps would run against the deleted
+# namespaces and work directory, write empty data/*.pcap.xz and exit 0.
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 need() { command -v "$1" >/dev/null || { echo "make-capture: missing $1 (apt-get install -y iperf3 tcpdump ethtool xz-utils)" >&2; exit 1; }; }
 need ip; need iperf3; need tcpdump; need ethtool; need xz

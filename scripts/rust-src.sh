@@ -46,10 +46,12 @@ if [ ! -f "$dest/library/core/src/lib.rs" ]; then
   else
     command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
       { say "no cached source, no tarball and no apt-get/dpkg-deb to fetch Debian's rust-src"; exit 1; }
-    mirror=$(sed -n 's|^URIs: *\(\S*/debian\)/*$|\1|p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+    # A glob that matches nothing leaves sed/awk a missing file (exit 2): with pipefail and -e
+    # that must not end the script before the next place is looked at.
+    mirror=$(sed -n 's|^URIs: *\(\S*/debian\)/*$|\1|p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 || true)
     [ -n "$mirror" ] ||
       mirror=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\/.*\/debian\/?$/) { print $i; exit } }' \
-        /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n1)
+        /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n1 || true)
     [ -n "$mirror" ] || { say "no Debian mirror configured in /etc/apt"; exit 1; }
     apt=$cache/apt
     mkdir -p "$apt/lists/partial" "$apt/archives/partial"
