@@ -230,7 +230,7 @@ fn with_encap<W: WithEngine, X: EncapHook>(
     config: Config,
     job: W,
 ) -> Result<W::Out> {
-    fn go<const N: usize, W: WithEngine, X: EncapHook>(
+    fn go<const N: usize, const M: usize, W: WithEngine, X: EncapHook>(
         rss: bool,
         config: Config,
         job: W,
@@ -239,29 +239,32 @@ fn with_encap<W: WithEngine, X: EncapHook>(
             // The table is built at compile time (`Engine::new` is const), then configured:
             // a 1024-flow table is megabytes, too large to build on the stack.
             let mut inner = Box::new(
-                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>, X>::new(Config::lro()) },
+                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW, M>, X>::new(Config::lro()) },
             );
             inner.set_config(config);
             let mut engine = Box::new(RssSorted::<_, W::Frame, RSS_QUEUE>::new(&mut *inner));
             job.run(&mut *engine)
         } else {
             let mut engine = Box::new(
-                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW>, X>::new(Config::lro()) },
+                const { Engine::<W::Frame, Sizes<N, FRAMES_PER_FLOW, M>, X>::new(Config::lro()) },
             );
             engine.set_config(config);
             job.run(&mut *engine)
         }
     }
+    // Four ACK records per table entry, as the default sizes have (64 and 256): the ACK memory
+    // is direct-mapped by flow hash, and with fewer records than active flows the pure ACKs of
+    // colliding flows pass alone (`unknown_ack`) where they could merge.
     let rss = args.rss_sort;
     Ok(match args.flows {
-        8 => go::<8, W, X>(rss, config, job),
-        16 => go::<16, W, X>(rss, config, job),
-        32 => go::<32, W, X>(rss, config, job),
-        64 => go::<64, W, X>(rss, config, job),
-        128 => go::<128, W, X>(rss, config, job),
-        256 => go::<256, W, X>(rss, config, job),
-        512 => go::<512, W, X>(rss, config, job),
-        1024 => go::<1024, W, X>(rss, config, job),
+        8 => go::<8, 256, W, X>(rss, config, job),
+        16 => go::<16, 256, W, X>(rss, config, job),
+        32 => go::<32, 256, W, X>(rss, config, job),
+        64 => go::<64, 256, W, X>(rss, config, job),
+        128 => go::<128, 512, W, X>(rss, config, job),
+        256 => go::<256, 1024, W, X>(rss, config, job),
+        512 => go::<512, 2048, W, X>(rss, config, job),
+        1024 => go::<1024, 4096, W, X>(rss, config, job),
         other => bail!(crate::UsageError(format!("unsupported --flows {other}"))),
     })
 }

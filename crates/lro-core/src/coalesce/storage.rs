@@ -28,6 +28,9 @@ pub trait Capacity: 'static + sealed::Sealed {
     /// frames of 1448 bytes).
     const FRAMES: usize;
     /// ACK records (`Lro` duplicate-ACK protection with nothing held): a power of two.
+    /// Direct-mapped by flow hash, so keep a few per flow-table entry (the default sizes have
+    /// four): with fewer records than active flows, pure ACKs of flows whose records collide
+    /// pass alone ([`PassReason::UnknownAck`](crate::PassReason::UnknownAck)) instead of merging.
     const ACKS: usize;
     /// The arrays.
     #[doc(hidden)]
