@@ -207,7 +207,10 @@ fn main() -> Result<(), Error> {
         };
         match a.as_str() {
             "--flags" => o.flags = value()?,
-            "--key" => o.key = value()?.parse()?,
+            "--key" => {
+                let v = value()?;
+                o.key = v.parse().map_err(|e| format!("--key {v}: {e}"))?;
+            }
             "--outer" => {
                 o.v6 = match value()?.as_str() {
                     "v4" => false,
@@ -215,15 +218,22 @@ fn main() -> Result<(), Error> {
                     other => return Err(format!("--outer {other}: v4 or v6").into()),
                 }
             }
-            "--vlan" => o.vlans.push(value()?.parse()?),
+            "--vlan" => {
+                let v = value()?;
+                o.vlans
+                    .push(v.parse().map_err(|e| format!("--vlan {v}: {e}"))?);
+            }
             "--raw" => o.raw = true,
             "--teb" => o.teb = true,
             "--outer-id" => {
-                o.outer_id = match value()?.as_str() {
-                    "tunnel" => OuterId::Tunnel,
-                    "inner" => OuterId::Inner,
-                    n => OuterId::Fixed(n.parse()?),
-                }
+                o.outer_id =
+                    match value()?.as_str() {
+                        "tunnel" => OuterId::Tunnel,
+                        "inner" => OuterId::Inner,
+                        n => OuterId::Fixed(n.parse().map_err(|e| {
+                            format!("--outer-id {n}: tunnel, inner or a number: {e}")
+                        })?),
+                    }
             }
             "--all" => all = true,
             "-h" | "--help" => {

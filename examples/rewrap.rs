@@ -59,13 +59,15 @@ fn tagged(f: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
 /// The Ethernet/IPv4/TCP frame `f` as Ethernet/IPv6/TCP, or `None` if it is not one.
 fn to_ipv6(f: &[u8]) -> Option<Vec<u8>> {
     let ip = f.get(14..)?;
-    if u16::from_be_bytes([f[12], f[13]]) != 0x0800 || ip.first()? >> 4 != 4 {
+    if u16::from_be_bytes([f[12], f[13]]) != 0x0800 || ip.len() < 20 || ip[0] >> 4 != 4 {
         return None;
     }
     let ihl = usize::from(ip[0] & 0x0f) * 4;
     let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    // A whole IPv4 header and a whole TCP header (the checksum is at 16..18).
     if ip[9] != 6
-        || total < ihl
+        || ihl < 20
+        || total < ihl + 20
         || total > ip.len()
         || u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0
     {
@@ -130,6 +132,13 @@ fn main() -> ExitCode {
         }
     };
     let header = reader.header();
+    if header.datalink != pcap_file::DataLink::ETHERNET {
+        eprintln!(
+            "rewrap: {input}: link type {:?}, not Ethernet",
+            header.datalink
+        );
+        return ExitCode::from(3);
+    }
     let file = match File::create(output) {
         Ok(f) => f,
         Err(e) => {

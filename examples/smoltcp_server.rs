@@ -260,8 +260,15 @@ fn main() -> anyhow::Result<()> {
         while socket.can_recv() {
             got += socket.recv(|data| (data.len(), data.len()))?;
         }
-        if socket.may_recv() && !counting {
-            // Established: count this connection from here.
+        if !counting
+            && matches!(
+                socket.state(),
+                tcp::State::Established | tcp::State::CloseWait
+            )
+        {
+            // Established: count this connection from here. CLOSE-WAIT too: the client's ACK,
+            // data and FIN can come in one poll (one segment, or frames that arrived together),
+            // and then `may_recv` is never seen true once the data has been read.
             counting = true;
             base = (dev.stats(), WallInstant::now());
         }

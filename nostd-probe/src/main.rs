@@ -17,7 +17,10 @@ use lro_core::{Config, Engine, RxChecksum, RxMeta, Segment, Sink, Sizes};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
-    loop {}
+    // Not `loop {}`: a panic must end the probe (SIGABRT, a non-zero status for the script),
+    // not hang it.
+    // SAFETY: abort(3) takes no arguments, may be called in any state and never returns.
+    unsafe { abort() }
 }
 
 /// The host's libcore is built with unwind tables and references this symbol.
@@ -26,7 +29,9 @@ pub extern "C" fn rust_eh_personality() {}
 
 // crt1 -> __libc_start_main -> main
 #[link(name = "c")]
-extern "C" {}
+extern "C" {
+    fn abort() -> !;
+}
 
 struct Count {
     segments: usize,

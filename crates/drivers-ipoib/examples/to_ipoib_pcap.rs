@@ -57,7 +57,10 @@ fn ip_packet(link: DataLink, frame: &[u8]) -> Option<&[u8]> {
 /// The IP datagram without trailing link padding.
 fn trim(ip: &[u8]) -> Option<&[u8]> {
     let len = match ip.first()? >> 4 {
-        4 => usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?])),
+        // A total length shorter than the IPv4 header: not a packet (`dest_and_flow` reads
+        // the whole header).
+        4 => Some(usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?])))
+            .filter(|&len| len >= 20)?,
         6 => 40 + usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?])),
         _ => return None,
     };

@@ -219,6 +219,8 @@ fn smoltcp_server(a: &Args, stop: &AtomicBool) -> Result<(), String> {
     let mut served = 0;
     let mut bytes = 0usize;
     let mut first: Option<WallInstant> = None;
+    // The connection got past the handshake (it may have sent nothing).
+    let mut connected = false;
     let mut base = (dev.stats(), dev.engine_stats().clone());
     let mut cpu0 = thread_cpu_ns();
     let (mut poll_ns, mut kick_ns) = (0u64, 0u64);
@@ -237,7 +239,13 @@ fn smoltcp_server(a: &Args, stop: &AtomicBool) -> Result<(), String> {
             (poll_ns, kick_ns) = (0, 0);
         }
         bytes += got;
-        if first.is_some() && !socket.may_recv() && !socket.can_recv() {
+        if matches!(
+            socket.state(),
+            tcp::State::Established | tcp::State::CloseWait
+        ) {
+            connected = true;
+        }
+        if connected && !socket.may_recv() && !socket.can_recv() {
             socket.close();
             iface.poll(now(), &mut dev, &mut sockets);
             dev.inner_mut().flush();
@@ -261,6 +269,7 @@ fn smoltcp_server(a: &Args, stop: &AtomicBool) -> Result<(), String> {
             handle = sockets.add(new_socket()?);
             bytes = 0;
             first = None;
+            connected = false;
             base = (dev.stats(), dev.engine_stats().clone());
             continue;
         }

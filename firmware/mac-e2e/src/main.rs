@@ -130,9 +130,11 @@ fn main() -> ! {
         // Frames smoltcp consumed went back to the ring and re-armed descriptors.
         dev.inner_mut().poll_rx();
         let socket = sockets.get_mut::<tcp::Socket>(handle);
-        if socket.may_recv() {
-            // Established (not merely SYN-RECEIVED): from now on, `!may_recv` means the peer
-            // has closed.
+        if !matches!(socket.state(), tcp::State::Listen | tcp::State::SynReceived) {
+            // Past the handshake (not merely SYN-RECEIVED): from now on, `!may_recv` means the
+            // peer has closed. Not `may_recv`: a client that sends nothing and whose ACK and FIN
+            // come in one poll (one segment, or frames that arrived together) goes straight to
+            // CLOSE-WAIT, where `may_recv` is false.
             connected = true;
         }
         while socket.can_recv() {
