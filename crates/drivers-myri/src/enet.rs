@@ -24,8 +24,12 @@
 //! let mut tx_storage: EnetTxStorage<8> = EnetTxStorage::new();
 //! let mut tx_mem = Buffers([0; 96 * 1536]);
 //! let regs = EnetRegs::take_imx6ul_enet1().unwrap();
-//! let enet = Enet::new(regs, &ring, &mut tx_storage, &mut tx_mem.0[..8 * TX_BUFFER_SIZE],
-//!     [0x02, 0, 0, 0, 0, 2]).unwrap();
+//! // SAFETY: `enet` is dropped (at the end of this scope) before the memory it borrows.
+//! let enet = unsafe {
+//!     Enet::new(regs, &ring, &mut tx_storage, &mut tx_mem.0[..8 * TX_BUFFER_SIZE],
+//!         [0x02, 0, 0, 0, 0, 2])
+//! }
+//! .unwrap();
 //! while let Some(frame) = ring.receive() {
 //!     // ... into the coalescer ...
 //! #   drop(frame);
@@ -155,7 +159,13 @@ impl<'a> Enet<'a> {
     /// # Errors
     /// [`EnetError`] when memory is out of the MAC's reach or too small, or the ring has
     /// already received frames; the MAC is left untouched then.
-    pub fn new<const N: usize>(
+    ///
+    /// # Safety
+    /// The returned `Enet` must be dropped, not leaked (`mem::forget`, a reference cycle),
+    /// before the borrows of `rx`, `tx_storage` and `tx_memory` end: its `Drop` is what stops
+    /// the MAC's DMA into that memory. A program whose `Enet` lives until reset (a `main` that
+    /// never returns) meets this.
+    pub unsafe fn new<const N: usize>(
         regs: EnetRegs,
         rx: &'a RxRing<'a, EnetRxDescriptor>,
         tx_storage: &'a mut EnetTxStorage<N>,

@@ -91,7 +91,9 @@ fn main() -> ! {
     };
     let mut tx_storage: EnetTxStorage<TX_DESCRIPTORS> = EnetTxStorage::new();
     let mut tx_memory = Dma([0u8; TX_DESCRIPTORS * TX_BUFFER_SIZE]);
-    let enet = match Enet::new(regs, &ring, &mut tx_storage, &mut tx_memory.0, MAC) {
+    // SAFETY: `main` never returns, so `enet` (moved into `dev` below) outlives nothing it
+    // borrows: the rings and their memory are locals of this never-ending frame.
+    let enet = match unsafe { Enet::new(regs, &ring, &mut tx_storage, &mut tx_memory.0, MAC) } {
         Ok(e) => e,
         Err(e) => fail_with("ENET", &e),
     };

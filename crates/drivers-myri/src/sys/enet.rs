@@ -88,7 +88,8 @@ impl EnetRegs {
         assert!(offset < reg::BLOCK && offset.is_multiple_of(4));
         // SAFETY: as in `read`. The device acts on the write (for example DMA to the
         // descriptor ring addresses), but only to addresses the driver programmed from memory
-        // it owns for as long as the MAC is enabled (`Enet` borrows the rings).
+        // it owns for as long as the MAC is enabled (`Enet` borrows the rings, and the
+        // contract of `Enet::new` has it dropped, which disables the MAC, before they end).
         unsafe { self.base.as_ptr().byte_add(offset).write_volatile(value) }
     }
 }
