@@ -74,7 +74,7 @@ pub enum Inner {
 pub struct EncapHeader {
     /// Length of the header in bytes (a multiple of 2, so the sums of what follows add as
     /// they are; the engine passes a frame measured otherwise alone as
-    /// [`PassReason::Malformed`](crate::PassReason::Malformed)).
+    /// [`PassReason::Malformed`]).
     pub len: usize,
     /// What follows the header.
     pub inner: Inner,
