@@ -11,7 +11,7 @@ pub mod gre;
 pub use crate::built::{Built, Pushed, Step};
 use crate::check;
 use crate::check::Run;
-use crate::frame::Tagged;
+use crate::frame::{Out, Tagged};
 use crate::oracle::Identity;
 use crate::oracle::{self, Tcp};
 use arbitrary::Arbitrary;
@@ -21,7 +21,7 @@ use lro_core::testing::{
     TCP_PSH,
 };
 use lro_core::{Coalescer, Engine, Sizes};
-use lro_core::{Config, OutChecksum, RssHash, RssType, RxChecksum, RxMeta};
+use lro_core::{Config, OutChecksum, Policy, RssHash, RssType, RxChecksum, RxMeta};
 use std::collections::HashMap;
 
 /// Engine-wide choices.
@@ -529,17 +529,152 @@ fn spec_frame(f: &mut FlowState, s: &SpecFrame, n: usize, now: u64) -> (Vec<u8>,
     (bytes, meta)
 }
 
+/// Every check of a run's record: [`check::check`] and [`check_headers`].
+pub fn check_all(
+    built: &Built,
+    config: &Config,
+    frames_max: usize,
+    run: &Run,
+    ordered: &dyn Fn(&Identity) -> bool,
+) {
+    check::check(built, config, frames_max, run, ordered);
+    check_headers(built, config, run, ordered);
+}
+
+/// [`Built::all_verified`] with the ground truth judged again: a frame marked verified is
+/// trusted exactly when its checksums are right, so the checks can judge that run too (the
+/// case header prediction covers, and where frames the original run leaves unverified merge).
+pub fn all_verified(built: &Built) -> Built {
+    let mut b = built.all_verified();
+    for f in &mut b.frames {
+        f.trusted = oracle::checksums_ok(&f.bytes, f.tcp.as_ref());
+    }
+    b
+}
+
+/// The TCP and (inner) IP headers of every rewritten segment, byte for byte: the head's but
+/// for the IP length and checksum, the TCP flags (PSH/FIN ORed in, judged by
+/// [`check::check`]) and the TCP checksum, and under `Lro` the ACK number, window and
+/// timestamp values, which are the newest (DESIGN.md: "newest values win"): those of the
+/// frame pushed last among the segment's frames and the pure ACKs it absorbed (released while
+/// it was held: a released frame belongs to the next segment of its flow, as
+/// [`check::check`] establishes). [`check::check`] only bounds the ACK from below and never
+/// reads the window, TSecr, urgent pointer or reserved bits of an `Lro` segment, so an ACK
+/// for data never acknowledged, a stale window or a wrong timestamp echo would pass it.
+/// Flows whose order is not promised (`ordered`) are skipped. Panics with a description.
+pub fn check_headers(
+    built: &Built,
+    config: &Config,
+    run: &Run,
+    ordered: &dyn Fn(&Identity) -> bool,
+) {
+    let inputs = &built.frames;
+    let out = &run.rec.out;
+    let lro = config.policy == Policy::Lro;
+    let mut rank = vec![usize::MAX; inputs.len()];
+    for (r, step) in built.steps.iter().enumerate() {
+        if let Step::Push(id) = step {
+            rank[*id] = r;
+        }
+    }
+    let flow_of = |i: usize| inputs[i].tcp.as_ref().map(|t| t.id);
+    // Released frames by the position of the segment that absorbed them.
+    let mut absorbed: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (pos, o) in out.iter().enumerate() {
+        let Out::Rel(i) = o else { continue };
+        let Some(id) = flow_of(*i).filter(|id| ordered(id)) else {
+            continue;
+        };
+        let by = out[pos + 1..]
+            .iter()
+            .position(|o| matches!(o, Out::Seg { ids, .. } if flow_of(ids[0]) == Some(id)));
+        if let Some(p) = by {
+            absorbed.entry(pos + 1 + p).or_default().push(*i);
+        }
+    }
+    for (pos, o) in out.iter().enumerate() {
+        let Out::Seg {
+            ids, bytes, info, ..
+        } = o
+        else {
+            continue;
+        };
+        if info.checksum == OutChecksum::AsReceived {
+            continue;
+        }
+        let head = &inputs[ids[0]];
+        let Some(h) = head.tcp.as_ref().filter(|h| ordered(&h.id)) else {
+            continue;
+        };
+        let o = oracle::tcp_of_gre(bytes, &head.meta)
+            .unwrap_or_else(|| panic!("segment {ids:?}: output does not parse"));
+        assert_eq!(
+            (o.l3, o.l4, o.payload),
+            (h.l3, h.l4, h.payload),
+            "segment {ids:?}: offsets"
+        );
+        // The inner IP header: lengths and the IPv4 header checksum apart.
+        let mask: &[usize] = if h.v6 { &[4, 5] } else { &[2, 3, 10, 11] };
+        let ip = |b: &[u8]| {
+            let mut v = b[h.l3..h.l4].to_vec();
+            mask.iter().for_each(|&k| v[k] = 0);
+            v
+        };
+        assert_eq!(
+            ip(bytes),
+            ip(&head.bytes),
+            "segment {ids:?}: IP header changed beyond its length and checksum"
+        );
+        // The TCP header.
+        let got = &bytes[o.l4..o.payload];
+        let mut want = head.bytes[h.l4..h.payload].to_vec();
+        want[13] = got[13];
+        want[16..18].copy_from_slice(&got[16..18]);
+        if lro {
+            let newest = ids
+                .iter()
+                .chain(absorbed.get(&pos).into_iter().flatten())
+                .copied()
+                .max_by_key(|&i| rank[i])
+                .expect("non-empty");
+            let f = &inputs[newest];
+            let n = f.tcp.as_ref().expect("a TCP frame");
+            let nb = &f.bytes[n.l4..n.payload];
+            want[8..12].copy_from_slice(&nb[8..12]);
+            want[14..16].copy_from_slice(&nb[14..16]);
+            if h.tsval(&head.bytes).is_some() && n.tsval(&f.bytes).is_some() {
+                want[24..32].copy_from_slice(&nb[24..32]);
+            }
+            assert_eq!(
+                got,
+                &want[..],
+                "Lro segment {ids:?} (absorbed {:?}): TCP header is not the head's with the \
+                 newest ACK, window and timestamps (frame {newest}'s)",
+                absorbed.get(&pos)
+            );
+        } else {
+            assert_eq!(
+                got,
+                &want[..],
+                "Gro segment {ids:?}: TCP header is not the head's"
+            );
+        }
+    }
+}
+
 fn run_plain<const N: usize, const S: usize>(built: &Built, config: Config) {
     let on = run_engine::<N, S>(built, config);
-    check::check(built, &config, S, &on.0, &|_| true);
+    check_all(built, &config, S, &on.0, &|_| true);
     // Header prediction decides as the general path: the same input through an engine with it
     // off, and the same input with every frame whose checksums are right marked
     // hardware-verified (the case prediction covers) through both, give the same output and
-    // counters (its own counter apart).
+    // counters (its own counter apart). The verified run is judged by the checks too: the
+    // comparison alone would pass a mistake both paths share.
     let off = run_engine::<N, S>(built, config.with_header_prediction(false));
     same_output(&on, &off);
-    let verified = built.all_verified();
+    let verified = all_verified(built);
     let on = run_engine::<N, S>(&verified, config);
+    check_all(&verified, &config, S, &on.0, &|_| true);
     let off = run_engine::<N, S>(&verified, config.with_header_prediction(false));
     same_output(&on, &off);
 }
@@ -592,7 +727,7 @@ fn run_sorted<const N: usize, const S: usize, const B: usize>(built: &Built, con
         built.frames.len(),
         "inner frames_in"
     );
-    check::check(built, &config, S, &rec, &|id| !mixed.contains_key(id));
+    check_all(built, &config, S, &rec, &|id| !mixed.contains_key(id));
 }
 
 /// The `rss_sorted` target: the same input through `RssSorted` around a small table.
