@@ -285,15 +285,19 @@ impl GreSpec {
     /// As [`GreSpec::write`], but for the buffer.
     pub fn wrapped_len(&self, inner: InnerFrame<'_>) -> Result<usize, WrapError> {
         let (bytes, _) = self.inner(inner)?;
-        let ip_len = self.ip.header_len() + self.gre_len() + bytes.len();
-        let length_field = match self.ip {
+        self.length_field(bytes.len())?;
+        Ok(self.header_len() + bytes.len())
+    }
+
+    /// The outer IP header's length field for `inner_len` bytes carried (IPv4 total length,
+    /// IPv6 payload length); [`WrapError::TooLong`] when it does not fit 16 bits.
+    fn length_field(&self, inner_len: usize) -> Result<u16, WrapError> {
+        let ip_len = self.ip.header_len() + self.gre_len() + inner_len;
+        let field = match self.ip {
             IpSpec::V4(_) => ip_len,
             IpSpec::V6(_) => ip_len - 40,
         };
-        if length_field > usize::from(u16::MAX) {
-            return Err(WrapError::TooLong);
-        }
-        Ok(self.header_len() + bytes.len())
+        u16::try_from(field).map_err(|_| WrapError::TooLong)
     }
 
     /// Writes the outer layers and `inner` to the start of `out`; returns the length.
@@ -308,7 +312,7 @@ impl GreSpec {
             return Err(WrapError::BufferTooSmall { needed: total });
         }
         let out = &mut out[..total];
-        let ip_len = self.ip.header_len() + self.gre_len() + bytes.len();
+        let len = self.length_field(bytes.len())?;
         let mut at = 0;
         let ethertype: u16 = match self.ip {
             IpSpec::V4(_) => 0x0800,
@@ -328,7 +332,6 @@ impl GreSpec {
         }
         match &self.ip {
             IpSpec::V4(v4) => {
-                let len = u16::try_from(ip_len).map_err(|_| WrapError::TooLong)?;
                 let hl = v4.header_len();
                 out[at] = 0x40 | (hl / 4) as u8;
                 out[at + 1] = v4.tos;
@@ -352,7 +355,6 @@ impl GreSpec {
                 at += hl;
             }
             IpSpec::V6(v6) => {
-                let len = u16::try_from(ip_len - 40).map_err(|_| WrapError::TooLong)?;
                 let first = (6u32 << 28)
                     | (u32::from(v6.traffic_class) << 20)
                     | (v6.flow_label & 0x000f_ffff);
