@@ -288,7 +288,7 @@ impl XdpProgram {
             user,
             queue,
             free: (rx_frames..chunks).rev().collect(),
-            first: rx_frames,
+            pool: rx_frames..chunks,
             tx_frames: c.tx_frames,
             in_flight: 0,
             auto_kick: c.auto_kick,
@@ -520,8 +520,8 @@ pub struct XskTx {
     user: Arc<User>,
     queue: u32,
     free: Vec<u32>,
-    /// The first transmit chunk: the transmit chunks are `first..first + tx_frames`.
-    first: u32,
+    /// The transmit chunks (after the receive ones, `tx_frames` of them).
+    pool: std::ops::Range<u32>,
     tx_frames: u32,
     in_flight: u32,
     auto_kick: Option<u32>,
@@ -561,10 +561,9 @@ impl XskTx {
     /// Takes back the chunks the kernel has finished sending; returns how many.
     pub fn complete(&mut self) -> usize {
         let mut read = self.comp.complete(self.tx_frames);
-        let pool = self.first..self.first + self.tx_frames;
         let mut n = 0;
         while let Some(addr) = read.read() {
-            match self.area.reclaim(addr, pool.clone()) {
+            match self.area.reclaim(addr, self.pool.clone()) {
                 Ok(idx) => {
                     self.free.push(idx);
                     self.in_flight -= 1;
@@ -706,8 +705,7 @@ impl TxBuffer<'_> {
             area,
             ring,
             free,
-            first,
-            tx_frames,
+            pool,
             in_flight,
             stats,
             auto_kick,
@@ -740,7 +738,7 @@ impl TxBuffer<'_> {
         } else {
             // The TX ring is as large as the transmit pool, so this does not happen; the chunk
             // is taken back all the same.
-            if let Ok(i) = area.reclaim(addr, *first..*first + *tx_frames) {
+            if let Ok(i) = area.reclaim(addr, pool.clone()) {
                 free.push(i);
             }
             stats.dropped += 1;
