@@ -202,15 +202,16 @@ fn measure<const SLOT: usize>(
 ) -> Result<Vec<Round>> {
     // Working buffers, allocated once as one arena of 64-byte aligned slots: every frame of a
     // burst comes back before the next one. An arena too large for memory (a long --burst of
-    // large frames) is refused with a message, not an abort: tried first, then allocated zeroed.
+    // large frames) is refused with a message, not an abort.
     let len = (burst + 1).saturating_mul(SLOT);
-    Vec::<u8>::new().try_reserve_exact(len).map_err(|e| {
+    let mut arena = Vec::new();
+    arena.try_reserve_exact(len).map_err(|e| {
         crate::UsageError(format!(
             "--burst {}: {burst} buffers of {SLOT} bytes (room for the capture's largest frame) cannot be allocated ({e}); choose a smaller --burst",
             args.engine.burst
         ))
     })?;
-    let mut arena = vec![0u8; len];
+    arena.resize(len, 0u8);
     let skew = arena.as_ptr().align_offset(64).min(SLOT);
     let mut pool: Vec<Frame<'_, SLOT>> = Vec::with_capacity(2 * burst);
     pool.extend(
