@@ -848,7 +848,7 @@ where
     /// encapsulation's checksum (which covers the payload whatever the TCP checksum mode).
     #[inline(always)]
     fn wants_sums(&self, l: &Layers) -> bool {
-        self.config.checksum_out != OutChecksum::Partial
+        self.config.checksum_out.rewritten() == OutChecksum::Full
             || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()))
     }
 
@@ -1540,11 +1540,7 @@ where
             OutChecksum::Full
         } else {
             finalise::<F, E>(e, row, &config);
-            // `AsReceived` configured reads as `Full`: a rewritten segment's checksum is.
-            match config.checksum_out {
-                OutChecksum::Partial => OutChecksum::Partial,
-                _ => OutChecksum::Full,
-            }
+            config.checksum_out.rewritten()
         };
         // The head from offset 0 to its datagram's end, then each appended frame's payload: the
         // link header plus the merged datagram (held frames' `start..end`, summed).
@@ -1689,7 +1685,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, E: Encap>(
 ) {
     let l = e.layers;
     let payload = l.header_len();
-    let full = config.checksum_out != OutChecksum::Partial;
+    let full = config.checksum_out.rewritten() == OutChecksum::Full;
     let need_sum = full || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()));
     if need_sum && !e.sums.complete {
         // Some frames arrived under `Partial` output, which keeps no sums: read the payload.

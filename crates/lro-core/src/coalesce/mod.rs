@@ -61,6 +61,18 @@ pub enum OutChecksum {
     AsReceived,
 }
 
+impl OutChecksum {
+    /// What a rewritten segment's TCP checksum is under this mode: `Partial`, else `Full`
+    /// (`AsReceived` is only ever a label for a segment of one frame left as it came).
+    #[inline(always)]
+    pub(crate) const fn rewritten(self) -> Self {
+        match self {
+            Self::Partial => Self::Partial,
+            Self::Full | Self::AsReceived => Self::Full,
+        }
+    }
+}
+
 /// Engine configuration. Build it with [`Config::gro`] or [`Config::lro`] and the `with_*`
 /// methods.
 ///
