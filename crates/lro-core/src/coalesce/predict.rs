@@ -13,7 +13,7 @@
 //! Prediction does not decide anything itself: it builds the frame's [`Facts`] and hands them
 //! to the same [rules](super::rules) the general path calls. What the template's equality
 //! establishes (the flow, the layout, TTL/TOS/DF, extension headers) is given to the rules as
-//! what it is (the head's values, [`Matched`]), and everything the mask leaves free is read
+//! what it is (the head's values, in [`View`]), and everything the mask leaves free is read
 //! from the frame.
 //!
 //! It covers every link kind and tag (in-line or stripped), IPv4 without options and IPv6 with
@@ -22,8 +22,10 @@
 //! (checked from the sum and the header bytes, no payload read) or checked in software. A frame
 //! of a template's flow whose TCP header has another length (SACK blocks on a pure ACK, the
 //! reverse direction of a lossy transfer) is read as a variant of the template, but only a
-//! decision to pass it alone is taken from that reading. A frame it cannot decide (a
-//! mismatch, padding, a bad checksum) goes through the general path.
+//! decision to pass it alone is taken from that reading. A frame too short for the 32 bytes
+//! of TCP header [`read`] takes (a pure ACK without options, where nothing padded it) is read
+//! from a zero-extended copy. A frame it cannot decide (a mismatch, padding, a bad checksum)
+//! goes through the general path.
 
 use super::fixup::Layers;
 use super::rules::Facts;
@@ -683,10 +685,12 @@ pub(crate) struct Predicted<'a, E, const V: bool> {
 /// Reads a frame that [`Template::matches`] accepted for the flow `e`. `None` when the general
 /// path must decide: padding, lengths that do not fit the
 /// frame, a checksum that does not verify, software verification switched off. Changes
-/// nothing.
+/// nothing. `len` is the frame's length: `bytes` itself, or a zero-extended copy of a frame
+/// shorter than the 32 bytes of TCP header read here.
 #[inline(always)]
 pub(crate) fn read<'a, E: Encap, const V: bool>(
     bytes: &'a [u8],
+    len: usize,
     meta: &RxMeta,
     e: &'a FlowState,
     shape: Shape,
@@ -696,7 +700,7 @@ pub(crate) fn read<'a, E: Encap, const V: bool>(
     let l = &e.layers;
     let (l3, l4, payload) = (shape.l3(), shape.l4(), shape.payload());
     // The TCP header, timestamps included when the layout has them (without them the window
-    // may run into the payload, read but unused).
+    // may run into the payload, or past the frame into a copy's zeros: read but unused).
     let t: &[u8; tcp::HEADER_LEN_TS] = bytes.get(l4..)?.first_chunk()?;
     // The length word of the (inner) IP header, and where its datagram ends.
     let ip: &[u8; 8] = bytes.get(l3..)?.first_chunk()?;
@@ -712,7 +716,7 @@ pub(crate) fn read<'a, E: Encap, const V: bool>(
     };
     // No padding (a padded frame's trim is the general path's), the datagram inside the frame,
     // a tunnel's inner and outer datagrams ending together.
-    if end != bytes.len() {
+    if end != len {
         return None;
     }
     // A header of the template's length is read as the template lays it out; one of another
@@ -801,6 +805,10 @@ pub(crate) fn read<'a, E: Encap, const V: bool>(
         sum,
     })
 }
+
+/// Room for the copy of a frame that ends within [`tcp::HEADER_LEN_TS`] bytes of its TCP
+/// header's start (`Engine::push_short`): a template's headers fit in [`LEN`] bytes.
+pub(crate) const SHORT: usize = LEN + tcp::HEADER_LEN_TS;
 
 /// The checks of a CHECKSUM_COMPLETE frame, from the NIC's sum and the header bytes (Linux
 /// `skb_gro_checksum_validate` with `CHECKSUM_COMPLETE`, `ip_fast_csum` for IPv4 headers):
