@@ -353,7 +353,9 @@ fn run_verified(
     frames: &[Vec<u8>],
     flush_before: Option<usize>,
 ) -> (Vec<Verdict>, Rec, Vec<bool>) {
-    run_csum(config, prediction, frames, flush_before, Csum::Verified)
+    let (verdicts, rec, predicted, _) =
+        run_csum(config, prediction, frames, flush_before, Csum::Verified);
+    (verdicts, rec, predicted)
 }
 
 /// What the receiver knows of a frame's checksums.
@@ -374,7 +376,7 @@ fn run_csum(
     frames: &[Vec<u8>],
     flush_before: Option<usize>,
     csum: Csum,
-) -> (Vec<Verdict>, Rec, Vec<bool>) {
+) -> (Vec<Verdict>, Rec, Vec<bool>, lro_core::Stats) {
     let meta = |f: &[u8]| {
         RxMeta::ethernet(0).with_checksum(match csum {
             Csum::Verified => RxChecksum::Verified,
@@ -397,7 +399,9 @@ fn run_csum(
     }
     engine.flush_all(&mut rec);
     assert!(engine.stats().is_conserved());
-    (verdicts, rec, predicted)
+    let mut stats = engine.stats().clone();
+    stats.predicted = 0;
+    (verdicts, rec, predicted, stats)
 }
 
 /// A SACK pure ACK that header prediction reads as a variant and passes alone with nothing of
@@ -587,11 +591,13 @@ fn as_received_configured_labels_coalesced_segments_full() {
 
 /// A pure ACK without TCP options ends 20 bytes after its TCP header's start: 54 bytes over
 /// Ethernet where nothing pads it (veth, AF_XDP, a sender's own capture), 74 over IPv6, less
-/// than the 32 bytes of TCP header header prediction reads. Such ACKs are predicted too, under
-/// both policies and every checksum state, with the parser's verdicts and output. (They went to
-/// the parser: the kernel's ACKs to smoltcp, which sends no timestamps, all did.) A data frame
-/// of a few bytes without options, and the same frames padded as a wire pads them, are left to
-/// the parser, with the same result.
+/// than the 32 bytes of TCP header header prediction reads; a wire pads it to 60. Such ACKs are
+/// predicted too, with the parser's verdicts, output and counters: unpadded under both policies
+/// and every checksum state, padded (with zeros) when `Lro` absorbs them and no
+/// CHECKSUM_COMPLETE sum covers the padding. (They all went to the parser: the kernel's ACKs to
+/// smoltcp, which sends no timestamps, did.) A data frame of a few bytes without options that
+/// would be appended, and a padded frame otherwise, is left to the parser, with the same
+/// result.
 #[test]
 fn pure_acks_without_options_are_predicted() {
     for v6 in [false, true] {
@@ -623,50 +629,69 @@ fn pure_acks_without_options_are_predicted() {
         for i in 0..8u16 {
             frames.push(frame(spec(12 + i).seq(27).ack(2080 + 10 * u32::from(i))));
         }
-        let acks: Vec<usize> = (0..8).chain(12..20).collect();
         let l4 = if v6 { 14 + 40 } else { 14 + 20 };
         assert_eq!(frames[0].len(), l4 + 20);
-        let padded: Vec<Vec<u8>> = frames
-            .iter()
-            .map(|f| {
-                let mut f = f.clone();
-                f.resize(f.len().max(60) + 4, 0);
-                f
-            })
-            .collect();
+        // Padded to 60 bytes (IPv4) or by 4 bytes (IPv6, as a VLAN-tag-stripping NIC leaves it).
+        let pad = |f: &Vec<u8>| {
+            let mut f = f.clone();
+            f.resize(if v6 { f.len() + 4 } else { f.len().max(60) }, 0);
+            f
+        };
+        let padded: Vec<Vec<u8>> = frames.iter().map(pad).collect();
+        assert!(padded[0].len() > frames[0].len());
         for config in [Config::lro(), Config::gro()] {
+            let lro = config.policy == lro_core::Policy::Lro;
             for csum in [Csum::Verified, Csum::Software, Csum::Complete] {
-                let ip = if v6 { 6 } else { 4 };
-                let case = format!("{:?}, {csum:?}, IPv{ip}", config.policy);
-                let (verdicts, rec, predicted) = run_csum(config, true, &frames, None, csum);
-                let (verdicts_off, rec_off, _) = run_csum(config, false, &frames, None, csum);
-                assert_eq!(verdicts, verdicts_off, "{case}");
-                assert_eq!(rec.segments, rec_off.segments, "{case}");
-                assert_eq!(rec.causes, rec_off.causes, "{case}");
-                // The flow's template comes from its first frame under `Gro` (passed alone, it
-                // keeps an idle entry), from its second under `Lro` (the first, an ACK of an
-                // unknown flow, goes alone without one; the second starts the segment).
-                let first = if config.policy == lro_core::Policy::Lro {
-                    2
-                } else {
-                    1
-                };
-                let missed: Vec<usize> = acks
-                    .iter()
-                    .copied()
-                    .filter(|&i| i >= first && !predicted[i])
-                    .collect();
-                assert!(
-                    missed.is_empty(),
-                    "{case}: ACKs {missed:?} not predicted: {verdicts:?}"
-                );
-
-                let case = format!("padded, {case}");
-                let (verdicts, rec, _) = run_csum(config, true, &padded, None, csum);
-                let (verdicts_off, rec_off, _) = run_csum(config, false, &padded, None, csum);
-                assert_eq!(verdicts, verdicts_off, "{case}");
-                assert_eq!(rec.segments, rec_off.segments, "{case}");
-                assert_eq!(rec.causes, rec_off.causes, "{case}");
+                for (frames, is_padded) in [(&frames, false), (&padded, true)] {
+                    let ip = if v6 { 6 } else { 4 };
+                    let case =
+                        format!("{:?}, {csum:?}, IPv{ip}, padded {is_padded}", config.policy);
+                    let (verdicts, rec, predicted, stats) =
+                        run_csum(config, true, frames, None, csum);
+                    let (verdicts_off, rec_off, _, stats_off) =
+                        run_csum(config, false, frames, None, csum);
+                    assert_eq!(verdicts, verdicts_off, "{case}");
+                    assert_eq!(rec.segments, rec_off.segments, "{case}");
+                    assert_eq!(rec.causes, rec_off.causes, "{case}");
+                    assert_eq!(stats, stats_off, "{case}");
+                    // The flow's template comes from its first frame under `Gro` (passed alone,
+                    // it keeps an idle entry), from its second under `Lro` (the first, an ACK of
+                    // an unknown flow, goes alone without one; the second starts the segment).
+                    // Padded, only the ACKs `Lro` absorbs are read.
+                    let expected: Vec<usize> = if !is_padded {
+                        (0..8)
+                            .chain(12..20)
+                            .filter(|&i| i >= if lro { 2 } else { 1 })
+                            .collect()
+                    } else if lro && !matches!(csum, Csum::Complete) {
+                        (0..20)
+                            .filter(|&i| verdicts[i] == Verdict::Absorbed)
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    if is_padded && lro && !matches!(csum, Csum::Complete) {
+                        assert_eq!(expected.len(), 6 + 8, "{case}: {verdicts:?}");
+                        assert_eq!(stats.trimmed, 20 - 1, "{case}");
+                    }
+                    let missed: Vec<usize> = expected
+                        .iter()
+                        .copied()
+                        .filter(|&i| !predicted[i])
+                        .collect();
+                    assert!(
+                        missed.is_empty(),
+                        "{case}: frames {missed:?} not predicted: {verdicts:?}"
+                    );
+                    let extra: Vec<usize> = (0..20)
+                        .filter(|&i| predicted[i] && is_padded)
+                        .filter(|i| !expected.contains(i))
+                        .collect();
+                    assert!(
+                        extra.is_empty(),
+                        "{case}: frames {extra:?} predicted: {verdicts:?}"
+                    );
+                }
             }
         }
     }

@@ -462,7 +462,8 @@ where
     /// [`Engine::push_predicted`] for a frame that ends within 32 bytes of its TCP header's
     /// start, which [`predict::read`] refuses (it takes the TCP header as a 32-byte array): a
     /// pure ACK without options, mostly (54 bytes over Ethernet where nothing pads it: veth,
-    /// AF_XDP, a sender's own capture). Predicts a zero-extended copy of the frame. Out of
+    /// AF_XDP, a sender's own capture; 60 where a wire padded it). Predicts a zero-extended
+    /// copy of the frame without its padding. Out of
     /// line, and asked only for a miss whose template has no timestamps: with the copy inside
     /// `predict`, or asked of every short miss (SACK ACKs), the other frames cost 2 to 65
     /// instructions more each, measured; this way at most 1.1.
@@ -476,8 +477,6 @@ where
         sink: &mut K,
     ) -> Verdict {
         let (bytes, len) = (frame.as_ref(), frame.as_ref().len());
-        // A padded frame (a pure ACK without options is 60 bytes on a wire that pads) is the
-        // parser's, which trims it: prediction would refuse the copy.
         let shape = self.store.flows()[usize::from(slot)].tpl.layout();
         let l3 = shape.l3();
         let end = if shape.v6() {
@@ -485,16 +484,31 @@ where
         } else {
             l3 + usize::from(be16(bytes, l3 + ipv4::field::LENGTH.start))
         };
-        if end != len {
+        // A padded frame (a pure ACK without options is 60 bytes on a wire that pads): read
+        // without its padding, and taken only when it is a pure ACK absorbed under `Lro`, which
+        // the rules decide as for the same frame unpadded when the padding sums to zero
+        // ([`rules::padding`]); the parser trims it otherwise. A CHECKSUM_COMPLETE sum covers
+        // the padding: the parser's too.
+        let padded = end < len;
+        let lro = self.config.policy == Policy::Lro;
+        // (A datagram shorter than its headers, or longer than the frame: the parser's verdict.)
+        if end > len
+            || end < shape.payload()
+            || padded
+                && (!lro
+                    || matches!(meta.checksum, RxChecksum::Complete(_))
+                    || !csum::is_zero(csum::sum(&bytes[end..])))
+        {
             return self.push_general(frame, meta, sink);
         }
         let mut copy = [0; predict::SHORT];
-        let pred = match copy.get_mut(..len) {
+        let pred = match copy.get_mut(..end) {
             Some(c) => {
-                c.copy_from_slice(bytes);
-                match self.config.policy {
-                    Policy::Lro => self.predict::<true>(&copy, len, meta, slot),
-                    Policy::Gro => self.predict::<false>(&copy, len, meta, slot),
+                c.copy_from_slice(&bytes[..end]);
+                if lro {
+                    self.predict::<true>(&copy, end, meta, slot)
+                } else {
+                    self.predict::<false>(&copy, end, meta, slot)
                 }
             }
             None => Pred::Miss,
@@ -504,8 +518,11 @@ where
         // code for both policies, without a second append (5 KB on a Cortex-M0, measured).
         match pred {
             Pred::Absorb { slot, appended: a } => {
+                // As `absorb` counts a padded frame.
+                self.stats.trimmed += u64::from(padded);
                 self.absorb_predicted(slot, frame, &a, meta, sink)
             }
+            _ if padded => self.push_general(frame, meta, sink),
             Pred::Alone {
                 slot,
                 reason,

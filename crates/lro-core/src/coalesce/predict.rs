@@ -23,9 +23,9 @@
 //! of a template's flow whose TCP header has another length (SACK blocks on a pure ACK, the
 //! reverse direction of a lossy transfer) is read as a variant of the template, but only a
 //! decision to pass it alone is taken from that reading. A frame too short for the 32 bytes
-//! of TCP header [`read`] takes (a pure ACK without options, where nothing padded it) is read
-//! from a zero-extended copy. A frame it cannot decide (a mismatch, padding, a bad checksum)
-//! goes through the general path.
+//! of TCP header [`read`] takes (a pure ACK without options) is read from a zero-extended copy,
+//! without its padding when `Lro` absorbs it. A frame it cannot decide (a mismatch, other
+//! padding, a bad checksum) goes through the general path.
 
 use super::fixup::Layers;
 use super::rules::Facts;
