@@ -42,8 +42,9 @@
 //! # What this kernel needs
 //! - Root (`CAP_NET_ADMIN` and `CAP_BPF`), `CONFIG_XDP_SOCKETS` and `CONFIG_BPF_SYSCALL`;
 //!   otherwise [`XdpError::Permission`] or [`XdpError::Unsupported`].
-//! - Frames no longer than a chunk: turn off TSO/GSO (and GRO on a forwarding hop) on the
-//!   sender, or raise [`XskConfig::frame_size`].
+//! - Frames no longer than a chunk less the kernel's 256 bytes of headroom (1792 bytes with
+//!   the default [`XskConfig::frame_size`]): turn off TSO/GSO (and GRO on a forwarding hop) on
+//!   the sender, or raise [`XskConfig::frame_size`].
 //! - AF_XDP carries no checksum state: the coalescer verifies checksums in software
 //!   ([`RxChecksum::None`](lro_core::RxChecksum)), so a sender's checksum offload must be off
 //!   (`ethtool -K <veth> tx off`): on veth, an offloading sender's frames carry only the

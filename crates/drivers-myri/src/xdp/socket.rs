@@ -48,7 +48,10 @@ pub struct XskConfig {
     pub rx_frames: u32,
     /// Transmit chunks of the UMEM (also the TX and completion rings' size, rounded up).
     pub tx_frames: u32,
-    /// Chunk size: 2048 or 4096 (a frame longer than a chunk is dropped by the kernel).
+    /// Chunk size: 2048 or 4096. The kernel writes a received frame after the 256 bytes of
+    /// `XDP_PACKET_HEADROOM` it keeps at the start of each chunk, so a frame longer than
+    /// `frame_size - 256` (1792 bytes for 2048) is dropped by the kernel (counted in
+    /// [`KernelStats::rx_dropped`]). Transmitted frames may fill the whole chunk.
     pub frame_size: u32,
     /// RX ring entries (rounded up to a power of two). At least `rx_frames` means the ring
     /// never overflows: the kernel cannot hold more frames than there are chunks.
@@ -615,6 +618,8 @@ impl XskTx {
     pub fn send(&mut self, frame: &[u8]) -> Result<(), TxError> {
         let max = self.area.chunk_size() as usize;
         if frame.len() > max {
+            // Not sent: counted, as `TxBuffer::send` counts it.
+            self.stats.dropped += 1;
             return Err(TxError::TooLong {
                 len: frame.len(),
                 max,
@@ -898,6 +903,68 @@ mod tests {
             for _ in 0..a.total {
                 tx.send(&[0u8; 60]).expect("a free chunk");
             }
+        });
+    }
+
+    /// A frame longer than a chunk is not sent and is counted in `TxStats::dropped`, whichever
+    /// way it was offered: by `XskTx::send` (it returned `TooLong` uncounted) or by a transmit
+    /// buffer (counted).
+    #[test]
+    fn a_frame_longer_than_a_chunk_is_counted_dropped_by_send_too() {
+        on_private_lo(|xdp| {
+            let mut sock = xdp.socket(0, &small()).expect("socket");
+            let tx = sock.tx();
+            let r = tx.send(&[0u8; 2049]);
+            assert_eq!(
+                r,
+                Err(TxError::TooLong {
+                    len: 2049,
+                    max: 2048
+                })
+            );
+            assert_eq!(tx.stats().dropped, 1, "{:?}", tx.stats());
+            let buf = tx.buffer().expect("a free chunk");
+            buf.send(2049, |_| ());
+            assert_eq!(tx.stats().dropped, 2, "{:?}", tx.stats());
+            assert_eq!(tx.stats().frames, 0);
+            let a = tx.account();
+            assert!(a.is_conserved() && a.free == a.total, "{a:?}");
+        });
+    }
+
+    /// What `XskConfig::frame_size` says: the kernel keeps 256 bytes of headroom in a receive
+    /// chunk, so a frame of `frame_size - 256` bytes arrives and one byte more is dropped (and
+    /// counted by the kernel), not only frames longer than the chunk. On `lo`, our own
+    /// transmitted frames come back through the generic XDP program to the socket.
+    #[test]
+    fn the_largest_received_frame_is_the_chunk_less_the_kernel_headroom() {
+        on_private_lo(|xdp| {
+            let mut sock = xdp.socket(0, &small()).expect("socket");
+            let mut got: Vec<Option<usize>> = Vec::new();
+            for len in [1792usize, 1793, 2048] {
+                let mut f = vec![0xffu8; len];
+                // A local experimental EtherType: the stack on lo ignores it.
+                f[12..14].copy_from_slice(&[0x88, 0xb5]);
+                sock.tx().send(&f).expect("sent");
+                assert_eq!(sock.tx().flush(), 0);
+                let deadline = std::time::Instant::now() + Duration::from_secs(2);
+                let frame = loop {
+                    if let Some(frame) = sock.rx().receive_frame() {
+                        break Some(frame.len());
+                    }
+                    let k = sock.rx().kernel_stats().expect("statistics");
+                    if k.rx_dropped > got.iter().filter(|g| g.is_none()).count() as u64 {
+                        break None;
+                    }
+                    if std::time::Instant::now() > deadline {
+                        std::panic!("frame of {len} bytes neither received nor dropped");
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                };
+                got.push(frame);
+            }
+            assert_eq!(got, [Some(1792), None, None]);
+            assert_eq!(sock.rx().kernel_stats().expect("statistics").rx_dropped, 2);
         });
     }
 }
