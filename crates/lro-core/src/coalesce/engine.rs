@@ -664,7 +664,8 @@ where
 
     /// Header prediction: the template of the entry `slot` against the frame and, when it
     /// matches, the rules on what the template read. Changes nothing.
-    /// `len` is the frame's length: `bytes` itself, or [`Engine::push_short`]'s copy.
+    /// `len` is where the frame ends: `bytes.len()`, or in [`Engine::push_short`]'s
+    /// zero-extended copy the end of the copied bytes (the IP datagram's, padding left out).
     #[inline(always)]
     fn predict<const LRO: bool>(&self, bytes: &[u8], len: usize, meta: &RxMeta, slot: u16) -> Pred {
         let e = &self.store.flows()[usize::from(slot)];
@@ -1499,8 +1500,9 @@ where
         self.absorb_values(slot, frame, f.ack, f.window, ts, tunnelled, time, sink)
     }
 
-    /// [`Engine::absorb`] given the values it takes from the frame (header prediction's
-    /// frames are never padded).
+    /// [`Engine::absorb`] given the values it takes from the frame. A padded frame's trim is
+    /// counted by the caller ([`Engine::absorb`], or [`Engine::push_short`] for the padded pure
+    /// ACKs header prediction absorbs under `Lro`).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // the frame and the values of it that are kept
     fn absorb_values<K: Sink<F> + ?Sized>(

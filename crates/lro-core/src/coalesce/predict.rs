@@ -685,8 +685,9 @@ pub(crate) struct Predicted<'a, E, const V: bool> {
 /// Reads a frame that [`Template::matches`] accepted for the flow `e`. `None` when the general
 /// path must decide: padding, lengths that do not fit the
 /// frame, a checksum that does not verify, software verification switched off. Changes
-/// nothing. `len` is the frame's length: `bytes` itself, or a zero-extended copy of a frame
-/// shorter than the 32 bytes of TCP header read here.
+/// nothing. `len` is where the frame ends: `bytes.len()`, or, in the zero-extended copy of a
+/// frame shorter than the 32 bytes of TCP header read here, the end of the copied bytes (a
+/// padded frame is copied without its padding).
 #[inline(always)]
 pub(crate) fn read<'a, E: Encap, const V: bool>(
     bytes: &'a [u8],

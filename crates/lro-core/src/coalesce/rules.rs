@@ -68,8 +68,8 @@ pub(crate) trait Facts {
     fn options_equal(&self) -> bool;
     /// IPv6 extension headers (inner and outer) byte-identical to the head's.
     fn extensions_equal(&self) -> bool;
-    /// The encapsulation allows merging with the head ([`Encap::may_merge`](crate::encap::Encap::may_merge)
-    /// (crate::encap::Encap::may_merge)).
+    /// The encapsulation allows merging with the head
+    /// ([`Encap::may_merge`](crate::encap::Encap::may_merge)).
     fn encap_may_merge(&self) -> bool;
 }
 
@@ -395,8 +395,8 @@ pub(crate) fn extensions(f: &impl Facts) -> Result<(), FlushReason> {
     Ok(())
 }
 
-/// The encapsulation's own comparison of the two headers ([`Encap::may_merge`](crate::encap::Encap::may_merge)
-/// (crate::encap::Encap::may_merge)).
+/// The encapsulation's own comparison of the two headers
+/// ([`Encap::may_merge`](crate::encap::Encap::may_merge)).
 #[inline(always)]
 pub(crate) fn encap_headers(f: &impl Facts) -> Result<(), FlushReason> {
     if !f.encap_may_merge() {
