@@ -160,7 +160,8 @@ pub struct TxStats {
     pub completed: u64,
     /// `sendto` kicks.
     pub kicks: u64,
-    /// Frames not sent: longer than a chunk, or the TX ring full.
+    /// Frames not sent: empty (the kernel would refuse the descriptor), longer than a chunk,
+    /// or the TX ring full.
     pub dropped: u64,
     /// Completions refused (outside the UMEM's transmit chunks, or for a chunk not in flight).
     pub bad_completions: u64,
@@ -611,7 +612,8 @@ impl XskTx {
         })
     }
 
-    /// Copies `frame` into a free chunk and queues it.
+    /// Copies `frame` into a free chunk and queues it. An empty frame is not sent (the kernel
+    /// would refuse it): counted in [`TxStats::dropped`].
     ///
     /// # Errors
     /// [`TxError::Full`] when every chunk is in flight, [`TxError::TooLong`].
@@ -696,9 +698,10 @@ pub struct TxBuffer<'a> {
 }
 
 impl TxBuffer<'_> {
-    /// Lets `f` write a `len`-byte frame into the chunk and queues it in the TX ring. A frame
-    /// longer than the chunk is written into a scratch buffer and dropped (counted in
-    /// [`TxStats::dropped`]): the callback always runs, as smoltcp requires.
+    /// Lets `f` write a `len`-byte frame into the chunk and queues it in the TX ring. An empty
+    /// frame (which the kernel would refuse) or one longer than the chunk is written into a
+    /// scratch buffer and dropped (counted in [`TxStats::dropped`]): the callback always runs,
+    /// as smoltcp requires.
     pub fn send<R>(mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
         // `idx` stays in the buffer until the chunk is submitted: if `f` panics, the chunk
         // (back to `FREE` as its handle unwinds) returns to the free list in `drop`.
@@ -718,7 +721,7 @@ impl TxBuffer<'_> {
         } = &mut *self.tx;
         let Some(mut chunk) = area
             .tx_chunk(idx)
-            .filter(|_| len <= area.chunk_size() as usize)
+            .filter(|_| len > 0 && len <= area.chunk_size() as usize)
         else {
             self.idx = None;
             free.push(idx);
@@ -927,6 +930,25 @@ mod tests {
             buf.send(2049, |_| ());
             assert_eq!(tx.stats().dropped, 2, "{:?}", tx.stats());
             assert_eq!(tx.stats().frames, 0);
+            let a = tx.account();
+            assert!(a.is_conserved() && a.free == a.total, "{a:?}");
+        });
+    }
+
+    /// An empty frame is not sent: the kernel refuses an empty descriptor (counted in its
+    /// `tx_invalid_descs`), and it was counted as a frame sent. It is counted dropped and its
+    /// chunk stays free.
+    #[test]
+    fn an_empty_frame_is_counted_dropped_not_sent() {
+        on_private_lo(|xdp| {
+            let mut sock = xdp.socket(0, &small()).expect("socket");
+            let tx = sock.tx();
+            assert_eq!(tx.send(&[]), Ok(()));
+            tx.buffer().expect("a free chunk").send(0, |_| ());
+            assert_eq!(tx.flush(), 0);
+            let s = tx.stats();
+            assert_eq!((s.frames, s.dropped), (0, 2), "{s:?}");
+            assert_eq!(tx.in_flight(), 0);
             let a = tx.account();
             assert!(a.is_conserved() && a.free == a.total, "{a:?}");
         });
