@@ -365,7 +365,13 @@ impl<T: AsRef<[u8]>> Header<T> {
 
     /// The bytes after the header (empty when the buffer is shorter than the header).
     pub fn payload(&self) -> &[u8] {
-        self.buffer.as_ref().get(self.header_len()..).unwrap_or(&[])
+        // Measured, not `header_len`: its fallback for a routing field that cannot be walked
+        // stops at the routing field, whose bytes are not payload.
+        let b = self.buffer.as_ref();
+        self.measure()
+            .ok()
+            .and_then(|len| b.get(len..))
+            .unwrap_or(&[])
     }
 
     /// Whether the checksum (when C is set) is right over the header and `payload`, the bytes
