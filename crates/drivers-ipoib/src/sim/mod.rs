@@ -283,6 +283,11 @@ impl SimConfig {
         if self.rnr_retry > 7 {
             return bad("rnr_retry is 0 to 7 (7: retry forever)");
         }
+        // The clock counts picoseconds in 64 bits: the end of the run must leave room for the
+        // delays added to it (each capped just below `NEVER` by `later`).
+        if self.duration_ns > MAX_DURATION_NS {
+            return bad("duration_ns too long: simulated time is kept in 64-bit picoseconds");
+        }
         Ok(())
     }
 }
@@ -375,6 +380,25 @@ pub struct SimAccounting {
 
 const NEVER: u64 = u64::MAX;
 const PS_PER_NS: u64 = 1_000;
+/// The longest simulated time: half the picosecond clock, so an event time (at most just
+/// below [`NEVER`]) is always past the end.
+const MAX_DURATION_NS: u64 = u64::MAX / PS_PER_NS / 2;
+
+/// Nanoseconds as picoseconds, saturating.
+const fn ps(ns: u64) -> u64 {
+    ns.saturating_mul(PS_PER_NS)
+}
+
+/// The time `delay` picoseconds after `t`: saturating just below [`NEVER`] (which means "no
+/// event"), so any delay, however long, is an event after the end of the run.
+const fn later(t: u64, delay: u64) -> u64 {
+    let at = t.saturating_add(delay);
+    if at == NEVER {
+        NEVER - 1
+    } else {
+        at
+    }
+}
 
 /// A delivered unit: `frames` frames, `small` of them in small buffers and the rest in large
 /// ones (a coalesced segment can have both: copybreak copies small TCP frames too).
@@ -693,8 +717,8 @@ impl Simulation {
 
     fn transmit(&mut self) {
         let start = self.link_free.max(self.now);
-        self.link_free = start + self.wire_ps;
-        let arrival = self.link_free + self.cfg.latency_ns * PS_PER_NS;
+        self.link_free = later(start, self.wire_ps);
+        let arrival = later(self.link_free, ps(self.cfg.latency_ns));
         self.inflight.push(arrival);
     }
 
@@ -712,7 +736,7 @@ impl Simulation {
         // RNR NAK: this message and everything behind it will be sent again.
         self.res.rnr_naks += 1;
         self.inflight.clear();
-        let nak_back = self.now + self.cfg.latency_ns * PS_PER_NS;
+        let nak_back = later(self.now, ps(self.cfg.latency_ns));
         self.link_free = self.link_free.max(nak_back);
         if self.cfg.rnr_retry < 7 && self.retries >= self.cfg.rnr_retry {
             // Retries exhausted: the queue pair goes to error, the send queue is flushed.
@@ -720,14 +744,14 @@ impl Simulation {
             self.res.lost_in_resets += u64::from(self.sq);
             self.sq = 0;
             self.retries = 0;
-            self.conn = Conn::Down(nak_back + self.cfg.reconnect_ns * PS_PER_NS);
+            self.conn = Conn::Down(later(nak_back, ps(self.cfg.reconnect_ns)));
             if self.cfg.workload.is_tcp() {
-                self.tcp_stall_until = nak_back + self.cfg.tcp_rto_ns * PS_PER_NS;
+                self.tcp_stall_until = later(nak_back, ps(self.cfg.tcp_rto_ns));
             }
             self.unblock();
         } else {
             self.retries = self.retries.saturating_add(1);
-            self.conn = Conn::RnrWait(nak_back + self.cfg.rnr_timer_ns * PS_PER_NS);
+            self.conn = Conn::RnrWait(later(nak_back, ps(self.cfg.rnr_timer_ns)));
         }
     }
 
@@ -741,10 +765,11 @@ impl Simulation {
                 self.socket_small -= u32::from(unit.small);
                 self.socket_large -= unit.large();
                 let bytes = u64::from(unit.frames) * u64::from(self.cfg.workload.payload());
-                let cost = (self.cfg.app_ns + self.cfg.app_ns_per_kib * bytes / 1024) * PS_PER_NS;
+                let per_kib = self.cfg.app_ns_per_kib.saturating_mul(bytes) / 1024;
+                let cost = ps(self.cfg.app_ns.saturating_add(per_kib));
                 self.app_unit = unit;
-                self.app_done = self.now + cost;
-                self.res.app_busy_ns += cost / PS_PER_NS;
+                self.app_done = later(self.now, cost);
+                self.res.app_busy_ns = self.res.app_busy_ns.saturating_add(cost / PS_PER_NS);
             }
         }
         self.res.min_posted = self.res.min_posted.min(self.posted);
@@ -766,7 +791,7 @@ impl Simulation {
         }
         if !self.polling {
             if self.irq_at == NEVER {
-                self.irq_at = self.now + self.cfg.irq_delay_ns * PS_PER_NS;
+                self.irq_at = later(self.now, ps(self.cfg.irq_delay_ns));
             }
             if self.now < self.irq_at && self.cq < self.cfg.poll_budget {
                 return;
@@ -778,17 +803,16 @@ impl Simulation {
         let frame = self.cfg.workload.frame_len();
         self.driver_copy = self.cfg.copybreak.is_some_and(|t| frame <= t) && self.small_free > 0;
         let c = self.cfg.costs;
-        let mut cost = c.fixed_ps
-            + if self.driver_copy {
-                c.copy_ps
-            } else {
-                c.handup_ps
-            };
+        let mut cost = c.fixed_ps.saturating_add(if self.driver_copy {
+            c.copy_ps
+        } else {
+            c.handup_ps
+        });
         if self.cfg.workload.is_tcp() {
-            cost += c.coalesce_ps;
+            cost = cost.saturating_add(c.coalesce_ps);
         }
-        self.driver_done = self.now + cost;
-        self.res.driver_busy_ns += cost / PS_PER_NS;
+        self.driver_done = later(self.now, cost);
+        self.res.driver_busy_ns = self.res.driver_busy_ns.saturating_add(cost / PS_PER_NS);
     }
 
     fn driver_finish(&mut self) {
