@@ -28,8 +28,8 @@ use crate::report;
 /// `lro bench` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct BenchArgs {
-    /// Capture to measure on: pcap or pcapng, optionally .xz-compressed [default: the built-in
-    /// capture].
+    /// Capture to measure on: pcap or pcapng, optionally .xz-compressed; `-` reads standard
+    /// input [default: the built-in capture].
     pub(crate) input: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) engine: EngineArgs,

@@ -133,6 +133,9 @@ pub(crate) struct Record {
     pub(crate) offset: usize,
     /// Captured length.
     pub(crate) len: usize,
+    /// Length on the wire (the record's original length): more than `len` when the capture
+    /// cut the frame at its snap length.
+    pub(crate) wire_len: usize,
     /// How the engine sees it.
     pub(crate) class: FrameClass,
 }
@@ -268,11 +271,13 @@ impl Capture {
         Ok(())
     }
 
-    fn add(&mut self, ts_ns: u64, frame: &[u8], link: Link) {
+    /// A frame of `wire_len` bytes on the wire, of which `frame` was captured.
+    fn add(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32, link: Link) {
         self.records.push(Record {
             ts_ns,
             offset: self.bytes.len(),
             len: frame.len(),
+            wire_len: frame.len().max(wire_len as usize),
             class: link.classify(frame),
         });
         self.max_len = self.max_len.max(frame.len());
@@ -305,7 +310,7 @@ impl Capture {
             };
             let ts = u64::from(packet.ts_sec) * 1_000_000_000 + sub_ns;
             let link = self.link;
-            self.add(ts, &packet.data, link);
+            self.add(ts, &packet.data, packet.orig_len, link);
             rest = next;
         }
         Ok(())
@@ -361,6 +366,7 @@ impl Capture {
                         epb.interface_id,
                         ticks,
                         &epb.data,
+                        epb.original_len,
                     )?;
                 }
                 // The obsolete Packet Block carries packets as the Enhanced Packet Block does.
@@ -372,7 +378,14 @@ impl Capture {
                         pcap_file::Endianness::Little => pb.timestamp.rotate_left(32),
                     };
                     let interface = u32::from(pb.interface_id);
-                    self.add_packet(&ifaces, &mut link_number, interface, ticks, &pb.data)?;
+                    self.add_packet(
+                        &ifaces,
+                        &mut link_number,
+                        interface,
+                        ticks,
+                        &pb.data,
+                        pb.original_len,
+                    )?;
                 }
                 Block::SimplePacket(spb) => {
                     let Some(&(link, number, _, _, snaplen)) = ifaces.first() else {
@@ -387,7 +400,7 @@ impl Capture {
                     if snaplen != 0 {
                         len = len.min(snaplen as usize);
                     }
-                    self.add(0, &spb.data[..len], link);
+                    self.add(0, &spb.data[..len], spb.original_len, link);
                 }
                 _ => {}
             }
@@ -399,7 +412,8 @@ impl Capture {
         Ok(())
     }
 
-    /// A packet of pcapng interface `interface` with its timestamp in the interface's units.
+    /// A packet of pcapng interface `interface` with its timestamp in the interface's units
+    /// and its length on the wire.
     fn add_packet(
         &mut self,
         ifaces: &[(Link, u32, TsUnit, i64, u32)],
@@ -407,6 +421,7 @@ impl Capture {
         interface: u32,
         ticks: u64,
         data: &[u8],
+        wire_len: u32,
     ) -> Result<(), String> {
         let Some(&(link, number, unit, offset, _)) = ifaces.get(interface as usize) else {
             return Err(format!(
@@ -417,7 +432,12 @@ impl Capture {
         self.check_link(link_number, number)?;
         // The offset may be negative: a time before 1970 reads as 0.
         let ts = i128::from(unit.to_ns(ticks)) + i128::from(offset) * 1_000_000_000;
-        self.add(u64::try_from(ts.max(0)).unwrap_or(u64::MAX), data, link);
+        self.add(
+            u64::try_from(ts.max(0)).unwrap_or(u64::MAX),
+            data,
+            wire_len,
+            link,
+        );
         Ok(())
     }
 

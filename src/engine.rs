@@ -30,6 +30,8 @@ pub(crate) struct Frame {
     pub(crate) ts_ns: u64,
     /// Arrival order: the frame's index in the capture (0 for the first frame).
     pub(crate) index: u64,
+    /// Bytes of the frame on the wire that the capture left out (cut at its snap length).
+    pub(crate) cut: usize,
 }
 
 impl Frame {
@@ -38,13 +40,14 @@ impl Frame {
         &self.buf[..self.skip]
     }
 
-    /// Refills this buffer with a captured frame, reusing its allocation.
-    pub(crate) fn fill(&mut self, bytes: &[u8], skip: usize, ts_ns: u64, index: u64) {
+    /// Refills this buffer with captured frame `r` of `cap`, reusing its allocation.
+    pub(crate) fn fill(&mut self, cap: &Capture, r: &Record, skip: usize, index: u64) {
         self.buf.clear();
-        self.buf.extend_from_slice(bytes);
+        self.buf.extend_from_slice(cap.frame(r));
         self.skip = skip.min(self.buf.len());
-        self.ts_ns = ts_ns;
+        self.ts_ns = r.ts_ns;
         self.index = index;
+        self.cut = r.wire_len.saturating_sub(r.len);
     }
 }
 
@@ -305,17 +308,20 @@ pub(crate) fn drive<E: Coalescer<Frame> + ?Sized, O: Output>(
             let Record { ts_ns, class, .. } = *r;
             let mut frame = Frame::default();
             out.now(ts_ns);
+            // Idle flows go before every frame, whether the engine sees it or not: an ARP
+            // frame of a cooked capture flushes them as the same frame of an Ethernet capture
+            // (offered to the engine, passed as not IP) does.
+            if schedule.hold {
+                engine.flush_idle(ts_ns, out);
+            }
             match class {
                 FrameClass::Engine { link, skip } => {
-                    frame.fill(cap.frame(r), usize::from(skip), ts_ns, index);
-                    if schedule.hold {
-                        engine.flush_idle(ts_ns, out);
-                    }
+                    frame.fill(cap, r, usize::from(skip), index);
                     let meta = args.meta(link, ts_ns, frame.as_ref());
                     engine.push(frame, &meta, out);
                 }
                 FrameClass::NotIp => {
-                    frame.fill(cap.frame(r), 0, ts_ns, index);
+                    frame.fill(cap, r, 0, index);
                     bypassed += 1;
                     out.bypass(frame);
                 }

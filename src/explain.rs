@@ -17,8 +17,8 @@ use crate::tunnel::{self, FlowId};
 /// `lro explain` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ExplainArgs {
-    /// Capture to analyse: pcap or pcapng, optionally .xz-compressed [default: the built-in
-    /// capture].
+    /// Capture to analyse: pcap or pcapng, optionally .xz-compressed; `-` reads standard input
+    /// [default: the built-in capture].
     pub(crate) input: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) engine: EngineArgs,

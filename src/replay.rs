@@ -25,7 +25,7 @@ const OUT_SNAPLEN: u32 = 262_144;
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub(crate) struct HoldArgs {
     /// Keep flows held across bursts; a flow idle longer than --timeout-us (capture time) is
-    /// flushed before the next frame is offered.
+    /// flushed before the next frame (of any kind) is handled.
     #[arg(long)]
     pub(crate) hold: bool,
     /// Idle timeout for --hold, in microseconds of capture time.
@@ -85,26 +85,30 @@ struct PcapOut {
 }
 
 impl PcapOut {
-    fn write(&mut self, ts_ns: u64, bytes: &[u8]) {
+    /// Writes a frame of `bytes` whose capture left out `cut` bytes of it (its length on the
+    /// wire is the sum).
+    fn write(&mut self, ts_ns: u64, bytes: &[u8], cut: usize) {
         if self.error.is_some() {
             return;
         }
-        let packet = PcapPacket::new(Duration::from_nanos(ts_ns), bytes.len() as u32, bytes);
+        let wire_len = u32::try_from(bytes.len().saturating_add(cut)).unwrap_or(u32::MAX);
+        let packet = PcapPacket::new(Duration::from_nanos(ts_ns), wire_len, bytes);
         if let Err(e) = self.writer.write_packet(&packet) {
             self.error = Some(format!("{}: cannot write: {}", self.name, describe(&e)));
         }
     }
 
-    /// A frame or segment delivered at `now`: written at once, or when every frame that
-    /// arrived before `key` has been delivered or absorbed.
-    fn deliver(&mut self, now: u64, key: u64, bytes: Vec<u8>) {
+    /// A frame or segment delivered at `now` (`cut`: bytes of it its capture left out):
+    /// written at once, or when every frame that arrived before `key` has been delivered or
+    /// absorbed.
+    fn deliver(&mut self, now: u64, key: u64, bytes: Vec<u8>, cut: usize) {
         match self.order {
             Order::Delivery => {
-                self.write(now, &bytes);
+                self.write(now, &bytes, cut);
                 self.reorder.recycle(bytes);
             }
             Order::Arrival => {
-                self.reorder.pending.insert(key, bytes);
+                self.reorder.pending.insert(key, (bytes, cut));
                 self.drain(now, false);
             }
         }
@@ -112,8 +116,8 @@ impl PcapOut {
 
     /// Writes what the arrival order lets go (everything when `all`).
     fn drain(&mut self, now: u64, all: bool) {
-        while let Some(bytes) = self.reorder.pop_ready(all) {
-            self.write(now, &bytes);
+        while let Some((bytes, cut)) = self.reorder.pop_ready(all) {
+            self.write(now, &bytes, cut);
             self.reorder.recycle(bytes);
         }
     }
@@ -151,8 +155,8 @@ struct Reorder {
     low: u64,
     /// Delivered-or-absorbed flags of the arrival indices from `low` on.
     done: VecDeque<bool>,
-    /// Output frames waiting, by arrival index.
-    pending: BTreeMap<u64, Vec<u8>>,
+    /// Output frames waiting, by arrival index, with the bytes their capture left out.
+    pending: BTreeMap<u64, (Vec<u8>, usize)>,
     /// Buffers to reuse.
     spare: Vec<Vec<u8>>,
 }
@@ -187,7 +191,7 @@ impl Reorder {
     }
 
     /// The first waiting frame, if nothing that arrived before it is still in the engine.
-    fn pop_ready(&mut self, all: bool) -> Option<Vec<u8>> {
+    fn pop_ready(&mut self, all: bool) -> Option<(Vec<u8>, usize)> {
         let entry = self.pending.first_entry()?;
         (all || *entry.key() < self.low).then(|| entry.remove())
     }
@@ -258,6 +262,9 @@ impl Sink<Frame> for ReplaySink {
             out.reorder.mark(f.index);
             newest = newest.max(f.index);
         }
+        // A frame passed alone keeps its length on the wire when the capture cut it (a frame
+        // cut inside its datagram is never merged); a merged segment is the engine's, whole.
+        let cut = if info.frames == 1 { head.cut } else { 0 };
         let key = if info.payload_len == 0 {
             // A pure ACK carries the values of the newest ACK it absorbed: it goes where that
             // one arrived, after the data it acknowledges.
@@ -274,7 +281,7 @@ impl Sink<Frame> for ReplaySink {
         for chunk in seg.chunks() {
             bytes.extend_from_slice(chunk);
         }
-        out.deliver(self.now, key, bytes);
+        out.deliver(self.now, key, bytes, cut);
     }
 
     fn release(&mut self, frame: Frame) {
@@ -306,7 +313,7 @@ impl Output for ReplaySink {
             out.reorder.mark(frame.index);
             let mut bytes = out.reorder.buffer();
             bytes.extend_from_slice(&frame.buf);
-            out.deliver(self.now, frame.index, bytes);
+            out.deliver(self.now, frame.index, bytes, frame.cut);
         }
     }
 
