@@ -1,4 +1,4 @@
-//! Review findings about replay's schedule: the same traffic gives the same result whatever
+//! Replay's schedule with --hold: the same traffic gives the same result whatever
 //! link layer the capture records it with.
 
 mod common;
