@@ -50,7 +50,9 @@ pub struct AdapterStats {
     /// Pure ACKs superseded by newer ones and recycled without reaching smoltcp.
     pub superseded: u64,
     /// Pure ACKs handed to smoltcp (TCP without payload and without SYN, FIN or RST), counted
-    /// while coalescing is on: with [`AdapterStats::superseded`], the pure ACKs received.
+    /// while coalescing is on, when queued for smoltcp (one thrown away by
+    /// [`LroDevice::release_all`] before smoltcp took it still counts): with
+    /// [`AdapterStats::superseded`], the pure ACKs received.
     pub pure_acks_to_stack: u64,
     /// Frames given back to the driver without reaching smoltcp: a segment that did not fit
     /// the staging buffer or the queue (never with the sizes [`LroDevice::new`] enforces), or
@@ -390,7 +392,8 @@ impl<'s, R: RxDriver, T: Device, C: Capacity, const Q: usize> LroDevice<'s, R, T
         &mut self.tx
     }
 
-    /// Gives every frame held or pending back to the driver (they are dropped, not passed up).
+    /// Gives every frame held or pending back to the driver (they are dropped, not passed up,
+    /// and not counted in [`AdapterStats::dropped`]: the caller asked for it).
     pub fn release_all(&mut self) {
         let rx = &mut self.rx;
         let mut sink: PendingSink<'_, R::Frame, Q> = PendingSink {

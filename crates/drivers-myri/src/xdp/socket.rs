@@ -145,7 +145,8 @@ pub struct RxStats {
     /// Descriptors refused (outside the UMEM's receive chunks, or for a chunk the kernel did
     /// not own).
     pub bad_descs: u64,
-    /// Chunks posted back to the fill ring.
+    /// Chunks posted to the fill ring: the first posting when the socket is created, then
+    /// every chunk posted back.
     pub refilled: u64,
 }
 
@@ -432,8 +433,9 @@ impl XskRx {
         n
     }
 
-    /// Waits until the RX ring has frames or `timeout` passes (`None`: no limit); true when
-    /// frames are waiting.
+    /// Waits until the RX ring has frames or `timeout` passes (`None`: no limit; `poll(2)`
+    /// counts whole milliseconds, so a timeout is rounded up to one); true when frames are
+    /// waiting.
     ///
     /// # Errors
     /// The `poll(2)` failure.
@@ -932,6 +934,21 @@ mod tests {
             assert_eq!(tx.stats().frames, 0);
             let a = tx.account();
             assert!(a.is_conserved() && a.free == a.total, "{a:?}");
+        });
+    }
+
+    /// A timeout shorter than a millisecond still waits: `poll(2)` takes whole milliseconds,
+    /// and the timeout was rounded down to 0 (no wait at all).
+    #[test]
+    fn a_wait_shorter_than_a_millisecond_waits() {
+        on_private_lo(|xdp| {
+            let mut sock = xdp.socket(0, &small()).expect("socket");
+            let timeout = Duration::from_micros(300);
+            let t0 = std::time::Instant::now();
+            assert!(!sock.rx().wait(Some(timeout)).expect("poll"), "no frame");
+            // poll(2) sleeps at least its timeout when nothing arrives (nothing can: the
+            // namespace's lo is idle).
+            assert!(t0.elapsed() >= timeout, "{:?}", t0.elapsed());
         });
     }
 

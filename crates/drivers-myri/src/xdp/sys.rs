@@ -376,7 +376,10 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> io::Result<
         events: libc::POLLIN,
         revents: 0,
     };
-    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as c_int);
+    // Whole milliseconds, rounded up: a shorter timeout rounded down to 0 would not wait.
+    let ms = timeout.map_or(-1, |t| {
+        t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as c_int
+    });
     // SAFETY: `pfd` is one valid, writable pollfd and the count passed is 1 (a stale or closed
     // descriptor number only makes poll report POLLNVAL).
     let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
