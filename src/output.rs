@@ -155,6 +155,11 @@ impl OutFile {
                             .to_string(),
                     ));
                 }
+                // `Path::file_name` reads `dir/` as `dir`: a name ending in a slash names a
+                // directory, which does not exist, not a file to create.
+                if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+                    return Err(fail("a directory that does not exist".to_string()));
+                }
                 let file_name = path
                     .file_name()
                     .ok_or_else(|| fail("not a file name".to_string()))?;

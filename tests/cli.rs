@@ -1195,6 +1195,18 @@ fn exit_statuses_tell_usage_input_and_output_apart() {
     let (code, err) = status(&["replay", SMALL, "-o", "/nonexistent-dir/out.pcap"]);
     assert_eq!(code, Some(4), "{err}");
     assert!(err.contains("does not exist"), "{err}");
+    // A name ending in a slash is a directory: one that does not exist is an error, not a
+    // file created under the name without the slash.
+    let dir = temp_dir("cli", "exit_statuses");
+    let missing = dir.join("newdir/");
+    let missing = missing.to_str().expect("UTF-8 path");
+    let (code, err) = status(&["replay", SMALL, "-o", missing]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(err.contains("a directory that does not exist"), "{err}");
+    assert!(
+        !dir.join("newdir").exists(),
+        "no file named after the directory"
+    );
     // A write failure names the system's reason (not pcap-file's "Error reading bytes").
     if Path::new("/dev/full").exists() {
         let (code, err) = status(&["replay", SMALL, "-o", "/dev/full"]);
