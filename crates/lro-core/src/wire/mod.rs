@@ -63,7 +63,8 @@ pub mod ethertype {
 /// The big-endian `u16` at `at`, zero when out of bounds.
 #[inline(always)]
 pub fn be16(b: &[u8], at: usize) -> u16 {
-    match b.get(at..at + 2) {
+    // `checked_add`: an offset near `usize::MAX` is out of bounds too, not an overflow.
+    match at.checked_add(2).and_then(|end| b.get(at..end)) {
         Some(s) => u16::from_be_bytes([s[0], s[1]]),
         None => 0,
     }
@@ -72,7 +73,7 @@ pub fn be16(b: &[u8], at: usize) -> u16 {
 /// The big-endian `u32` at `at`, zero when out of bounds.
 #[inline(always)]
 pub fn be32(b: &[u8], at: usize) -> u32 {
-    match b.get(at..at + 4) {
+    match at.checked_add(4).and_then(|end| b.get(at..end)) {
         Some(s) => u32::from_be_bytes([s[0], s[1], s[2], s[3]]),
         None => 0,
     }
@@ -81,7 +82,7 @@ pub fn be32(b: &[u8], at: usize) -> u32 {
 /// Writes `v` big-endian at `at` (nothing when out of bounds).
 #[inline(always)]
 pub fn write_be16(b: &mut [u8], at: usize, v: u16) {
-    if let Some(s) = b.get_mut(at..at + 2) {
+    if let Some(s) = at.checked_add(2).and_then(|end| b.get_mut(at..end)) {
         s.copy_from_slice(&v.to_be_bytes());
     }
 }
@@ -89,7 +90,7 @@ pub fn write_be16(b: &mut [u8], at: usize, v: u16) {
 /// Writes `v` big-endian at `at` (nothing when out of bounds).
 #[inline(always)]
 pub fn write_be32(b: &mut [u8], at: usize, v: u32) {
-    if let Some(s) = b.get_mut(at..at + 4) {
+    if let Some(s) = at.checked_add(4).and_then(|end| b.get_mut(at..end)) {
         s.copy_from_slice(&v.to_be_bytes());
     }
 }
