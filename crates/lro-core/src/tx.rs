@@ -126,7 +126,9 @@ pub enum TxError {
         /// Bytes needed.
         needed: usize,
     },
-    /// The token names no transmission this queue is waiting for (a token of another queue).
+    /// The token names no transmission this queue is waiting for. Tokens are numbered per
+    /// queue from 0, so a token of another queue is caught only when its number names no
+    /// outstanding transmission here: keep each queue's tokens with their queue.
     UnknownToken,
 }
 
@@ -633,9 +635,12 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
             // offset is exact in mod-2^32 arithmetic.
             let offset = ack.wrapping_sub(e.seq);
             if offset < e.seq_len() {
-                // The seed: "we dont really need to trim skb", remember the ACKed part.
-                e.acked = offset;
-                self.stats.partial_acks += 1;
+                // The seed: "we dont really need to trim skb", remember the ACKed part. An
+                // ACK ending where this one starts (offset 0) ACKs none of it.
+                if offset != 0 {
+                    e.acked = offset;
+                    self.stats.partial_acks += 1;
+                }
                 break;
             }
             e.acked = e.seq_len();
@@ -659,8 +664,10 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
     /// to `release`.
     ///
     /// # Errors
-    /// [`TxError::UnknownToken`] for a token this queue did not issue (tokens cannot be
-    /// copied, so a token of this queue is completed at most once).
+    /// [`TxError::UnknownToken`] for a token naming no transmission this queue is waiting for
+    /// (tokens cannot be copied, so a token of this queue is completed at most once). A token
+    /// of another queue is not recognised as such: it is refused only when its number names no
+    /// outstanding transmission here (see [`TxError::UnknownToken`]).
     pub fn complete(
         &mut self,
         token: TxToken,
