@@ -61,8 +61,8 @@ pub fn sum_raw(data: &[u8], initial: u64) -> u64 {
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
         let w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        // Add the two 32-bit halves; a u64 accumulator cannot overflow for any frame size
-        // below 2^32 * 8 bytes.
+        // Add the two 32-bit halves (below 2^33 per chunk); a u64 accumulator cannot
+        // overflow for any slice below 2^31 chunks of 8 bytes (16 GiB).
         acc += (w & 0xffff_ffff) + (w >> 32);
     }
     let mut rest = chunks.remainder();

@@ -21,7 +21,7 @@ use crate::encap::{Encap, NoEncap};
 use crate::meta::RxMeta;
 use crate::parse::{self, Parsed};
 use crate::stats::PassReason;
-use crate::wire::{ipv4, tcp, write_be16, write_be32};
+use crate::wire::{ipv4, ipv6, tcp, write_be16, write_be32};
 
 /// Why a frame could not be re-segmented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -151,13 +151,15 @@ impl Layout {
     /// The layout of a frame [`parse::parse`] accepted; `frame` is the frame it parsed.
     ///
     /// # Errors
-    /// [`GsoError::Invalid`] for IPv4 options or a header longer than 65535 bytes.
+    /// [`GsoError::Invalid`] for IPv4 options, a header longer than 65535 bytes or offsets
+    /// that are not a header stack (`p` not from the parser: each header must fit before the
+    /// next one starts).
     pub fn from_parsed(p: &Parsed, frame: &[u8]) -> Result<Self, GsoError> {
         if p.ip.options || p.tunnel.is_some_and(|t| t.outer.options) {
             return Err(GsoError::Invalid);
         }
         let layers = Layers::of(p).ok_or(GsoError::Invalid)?;
-        if frame.len() < layers.header_len() {
+        if frame.len() < layers.header_len() || !layers_are_a_stack(&layers) {
             return Err(GsoError::Invalid);
         }
         Ok(Self {
@@ -258,6 +260,30 @@ impl Layout {
             &self.pseudo,
         );
     }
+}
+
+/// Whether the offsets of `l` are in order with room for each header (what the parser
+/// guarantees; a hand-built [`Parsed`] need not): the fix-up skips what does not fit, but
+/// [`segment`] and [`resegment`] index the TCP header.
+fn layers_are_a_stack(l: &Layers) -> bool {
+    let ip_len = |v6: bool| {
+        if v6 {
+            ipv6::HEADER_LEN
+        } else {
+            ipv4::HEADER_LEN
+        }
+    };
+    let (l3, l4, payload) = (usize::from(l.l3), usize::from(l.l4), l.header_len());
+    let inner = l3 + ip_len(l.v6) <= l4 && l4 + tcp::HEADER_LEN <= payload;
+    inner
+        && l.outer.is_none_or(|o| {
+            let (ol3, encap, next) = (
+                usize::from(o.l3),
+                usize::from(o.encap),
+                usize::from(o.inner),
+            );
+            ol3 + ip_len(o.v6) <= encap && encap <= next && next <= l3
+        })
 }
 
 /// Software TSO: splits a super-segment given as its headers (`header`, laid out as `layout`

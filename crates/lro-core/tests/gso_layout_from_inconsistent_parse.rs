@@ -1,0 +1,73 @@
+//! `Layout::from_parsed` takes a `Parsed`, a public struct any caller can fill in. A `Parsed`
+//! whose offsets are not a header stack (the TCP header past the payload offset, shorter than
+//! 20 bytes, or overlapping the IP header) must be refused as `GsoError::Invalid`, never turned
+//! into a layout that makes `gso::segment` index out of bounds.
+
+use lro_core::gso::{self, GsoError, Layout};
+use lro_core::parse::Parsed;
+use proptest::prelude::*;
+
+/// Runs `segment` on a layout from `p` (if accepted) with a header of the layout's length.
+fn segment_with(p: &Parsed, frame: &[u8]) -> Result<usize, GsoError> {
+    let layout = Layout::from_parsed(p, frame)?;
+    let hdr = layout.header_len();
+    let mut out = vec![0u8; hdr + 64];
+    let body = [7u8; 30];
+    gso::segment(&layout, &frame[..hdr], [&body[..]], 10, &mut out, |_| ())
+}
+
+#[test]
+fn a_tcp_offset_past_the_headers_is_refused_not_a_panic() {
+    // TCP header "at" 60 of a 40-byte header stack.
+    let p = Parsed {
+        l3: 0,
+        l4: 60,
+        payload: 40,
+        ..Parsed::EMPTY
+    };
+    let frame = [0u8; 40];
+    assert_eq!(
+        Layout::from_parsed(&p, &frame).err(),
+        Some(GsoError::Invalid)
+    );
+    assert_eq!(segment_with(&p, &frame), Err(GsoError::Invalid));
+}
+
+#[test]
+fn a_tcp_header_shorter_than_20_bytes_is_refused() {
+    // 10 bytes between the TCP offset and the payload: no room for the flags byte's header.
+    let p = Parsed {
+        l3: 0,
+        l4: 30,
+        payload: 40,
+        ..Parsed::EMPTY
+    };
+    let frame = [0u8; 40];
+    assert_eq!(
+        Layout::from_parsed(&p, &frame).err(),
+        Some(GsoError::Invalid)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Whatever offsets a `Parsed` claims, building a layout and segmenting with it never
+    /// panics.
+    #[test]
+    fn any_offsets_never_panic(
+        l3 in 0u32..100,
+        l4 in 0u32..100,
+        payload in 0u32..100,
+        v6 in any::<bool>(),
+        frame_len in 0usize..120,
+    ) {
+        let mut p = Parsed::EMPTY;
+        p.l3 = l3;
+        p.l4 = l4;
+        p.payload = payload;
+        p.ip.v6 = v6;
+        let frame = vec![0u8; frame_len];
+        let _ = segment_with(&p, &frame);
+    }
+}
