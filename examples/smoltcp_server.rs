@@ -19,9 +19,9 @@
 //! real checksums, as a NIC receives them), starts this program again inside it as the client
 //! (`--send 198.18.0.2:PORT MIB`: the kernel's TCP stack sends MIB MiB), serves the connection,
 //! prints what it measured and exits; the namespace and the TAP device are deleted then, also on
-//! failure. A run with coalescing prints about 38 ring frames per smoltcp frame for 64 MiB
-//! (smoltcp then sees segments of up to 64 KB instead of 1.5 KB frames; the rate depends on how
-//! fast the kernel sends, which depends on the machine).
+//! failure or Ctrl-C. A run with coalescing prints about 38 ring frames per smoltcp frame for
+//! 64 MiB (smoltcp then sees segments of up to 64 KB instead of 1.5 KB frames; the rate depends
+//! on how fast the kernel sends, which depends on the machine).
 //!
 //! Without `--client` it serves until interrupted, one connection after the other, for a
 //! client of your own (any program that connects to 198.18.0.2:PORT and sends):
@@ -38,7 +38,7 @@
 
 use std::io::Write as _;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::Instant as WallInstant;
 
 use anyhow::{bail, Context};
@@ -96,10 +96,12 @@ fn send(addr: &str, mib: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The client's namespace; deleted (with the TAP device moved into it) on drop.
+/// The client's namespace; deleted (with the TAP device moved into it) on drop, and by
+/// `watcher` when this process is killed (Ctrl-C) and no destructor runs.
 struct Netns {
     name: String,
     client: Option<Child>,
+    watcher: Option<Child>,
 }
 
 impl Drop for Netns {
@@ -111,7 +113,31 @@ impl Drop for Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .status();
+        if let Some(mut w) = self.watcher.take() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
     }
+}
+
+/// A shell that ignores Ctrl-C and deletes the namespace `name` once this process is gone:
+/// SIGINT ends this program without running `Netns::drop`.
+fn watch(name: &str) -> anyhow::Result<Child> {
+    let pid = std::process::id().to_string();
+    Command::new("sh")
+        .args([
+            "-c",
+            "trap '' INT TERM; while kill -0 \"$1\" 2>/dev/null; do sleep 0.2; done; \
+             ip netns del \"$2\" 2>/dev/null",
+            "sh",
+            &pid,
+            name,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start the namespace's watcher (sh)")
 }
 
 /// Moves `tap` into a new namespace, gives the kernel its side of the link there and starts
@@ -122,7 +148,9 @@ fn start_client(tap: &str, port: u16, mib: u64) -> anyhow::Result<Netns> {
     let mut ns = Netns {
         name: name.clone(),
         client: None,
+        watcher: None,
     };
+    ns.watcher = Some(watch(&name)?);
     for cmd in [
         &["ip", "link", "set", tap, "netns", &name][..],
         &["ip", "-n", &name, "link", "set", "lo", "up"],
