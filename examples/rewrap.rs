@@ -111,6 +111,11 @@ fn main() -> ExitCode {
         eprintln!("usage: rewrap vlan|qinq|ipv6 INPUT.pcap[.xz] OUTPUT.pcap");
         return ExitCode::from(2);
     };
+    // Before anything is read or the output created: a mistyped mode must not truncate OUTPUT.
+    if !matches!(mode.as_str(), "vlan" | "qinq" | "ipv6") {
+        eprintln!("rewrap: unknown mode {mode}: vlan, qinq or ipv6");
+        return ExitCode::from(2);
+    }
     let mut raw = Vec::new();
     if let Err(e) = File::open(input).and_then(|f| BufReader::new(f).read_to_end(&mut raw)) {
         eprintln!("rewrap: {input}: {e}");
@@ -166,11 +171,7 @@ fn main() -> ExitCode {
         let new = match mode.as_str() {
             "vlan" => Some(tagged(data, &[(0x8100, 100)])),
             "qinq" => Some(tagged(data, &[(0x88a8, 200), (0x8100, 100)])),
-            "ipv6" => to_ipv6(data),
-            other => {
-                eprintln!("rewrap: unknown mode {other}: vlan, qinq or ipv6");
-                return ExitCode::from(2);
-            }
+            _ => to_ipv6(data), // "ipv6", the only other mode checked above
         };
         n += 1;
         let bytes = match new {
