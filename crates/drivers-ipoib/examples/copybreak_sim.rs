@@ -69,11 +69,17 @@ fn parse_args() -> Result<Args, String> {
                 .filter(|x| x.is_finite() && *x >= 0.0)
                 .ok_or_else(|| format!("{flag} {v}: a non-negative number expected"))
         };
+        // Kept in nanoseconds below: a value whose nanoseconds do not fit a u64 is refused
+        // here (the model refuses what its picosecond clock cannot hold).
         let ms = |v: &str| {
             v.parse::<u64>()
                 .ok()
-                .filter(|&x| x > 0)
-                .ok_or_else(|| format!("{flag} {v}: a positive number of milliseconds expected"))
+                .filter(|&x| x > 0 && x.checked_mul(1_000_000).is_some())
+                .ok_or_else(|| {
+                    format!(
+                        "{flag} {v}: a positive number of milliseconds (at most 2^64 ns) expected"
+                    )
+                })
         };
         match flag.as_str() {
             "--costs" => a.costs = Some(value.into()),
