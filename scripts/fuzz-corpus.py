@@ -22,7 +22,7 @@ IP; Linux cooked captures (SLL 113, SLL2 276) have their 16/20-byte header remov
 pushed as raw IP; anything else (IPoIB, 802.11, ...) goes in as Ethernet bytes unchanged, which
 is exactly the "hostile bytes" case.
 
-Usage: scripts/fuzz-corpus.py [--out fuzz/corpus-full] [--max-per-target N] [DIR_OR_FILE...]
+Usage: scripts/fuzz-corpus.py [--out fuzz/corpus-full] [--max-per-capture N] [DIR_OR_FILE...]
 Then minimise into the committed corpus (see fuzz/README.md):
     cd fuzz && cargo +nightly fuzz cmin -O -s none parse corpus-full/parse   (etc.)
 """
