@@ -59,7 +59,9 @@ best() { # the JSON field ns_per_frame_best of one `lro bench --json` run
 for i in $(seq "$runs"); do
   for v in "${variants[@]}"; do
     if [ "$v" = dpdk ]; then
-      "$peer/run.sh" "$pcap" "$burst" 20 2>/dev/null \
+      # The peer's diagnostics go to a file, shown below when it prints no number (its
+      # failure is caught there, not by pipefail, which would exit without a word).
+      { "$peer/run.sh" "$pcap" "$burst" 20 2>"$work/peer.err" || true; } \
         | sed -n 's/.*parse+gro.*ns_per_frame=\([0-9.]*\).*/\1/p' >> "$work/$v"
     else
       declare -n opts="opts_$v"
@@ -69,6 +71,9 @@ for i in $(seq "$runs"); do
     # one number per run, or the paired ratios below would pair the wrong runs
     [ "$(wc -l < "$work/$v")" -eq "$i" ] || {
       echo "run $i: $v printed no ns per frame" >&2
+      if [ "$v" = dpdk ] && [ -s "$work/peer.err" ]; then
+        tail -n 20 "$work/peer.err" >&2
+      fi
       exit 1
     }
   done

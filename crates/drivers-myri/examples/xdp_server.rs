@@ -145,7 +145,8 @@ fn kernel_sink(a: &Args, stop: &AtomicBool) -> std::io::Result<()> {
         println!(
             "connection {served} from {peer} (kernel TCP, GRO): {bytes} bytes in {secs:.2} s, {:.0} Mbit/s; frames received {}",
             bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
-            rx_packets(&a.ifname) - frames0
+            // (0 when the counter could not be read, not an underflow)
+            rx_packets(&a.ifname).saturating_sub(frames0)
         );
     }
     Ok(())

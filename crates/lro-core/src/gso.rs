@@ -34,8 +34,10 @@ pub enum GsoError {
         /// Bytes needed for the largest output frame.
         needed: usize,
     },
-    /// The headers carry IPv4 options, or (for [`segment`] and [`segment_frame`]) the MSS is
-    /// zero or the layout is of a tunnelled frame.
+    /// The frame cannot be cut as given: IPv4 options, a header longer than 65535 bytes or
+    /// offsets that are not a header stack ([`Layout::from_parsed`]); for [`segment`] and
+    /// [`segment_frame`] also an MSS of zero, a tunnelled layout, a header of another length
+    /// than the layout's, or an MSS whose frames' IP length would not fit its 16-bit field.
     Invalid,
 }
 

@@ -249,7 +249,8 @@ pub struct Stats {
     pub evictions: u64,
     /// Frames header prediction took ([`Config::header_prediction`](crate::Config)), without
     /// the parser and the flow lookup: appended, absorbed, starting their flow's next segment,
-    /// or passed alone (a pure ACK under `Gro`).
+    /// or passed alone (a pure ACK under `Gro`; a SACK pure ACK read as a variant of its
+    /// flow's template, under either policy).
     pub predicted: u64,
     /// Frames delivered on their own, by reason.
     pub passed: [u64; PassReason::COUNT],

@@ -107,7 +107,9 @@ pub enum TxError {
         /// The segment's sequence number.
         got: u32,
     },
-    /// Every slot holds a super-segment (ACKed ones wait for their TX completion).
+    /// The next super-segment's slot is taken: slots are used in push order (modulo the
+    /// queue's size), so every slot holds one, or the one in that slot was ACKed and waits
+    /// for its TX completion while later ones were already released.
     Full,
     /// Sending it would put 2^31 or more bytes in flight, beyond what mod-2^32 comparison can
     /// order (RFC 9293 section 3.4, RFC 7323 section 5.2).
