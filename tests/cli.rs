@@ -17,7 +17,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::DataLink;
 use serde_json::Value;
 
-use common::{lro, lro_json, lro_ok, root, temp_dir, u};
+use common::{lro, lro_json, lro_ok, root, temp_dir, u, write_pcap};
 
 const SMALL: &str = "data/small.pcap.xz";
 const DEFAULT: &str = "data/default.pcap.xz";
@@ -47,20 +47,6 @@ fn read_capture(path: &Path) -> Pcap {
         read_pcap_bytes(&out)
     } else {
         read_pcap_bytes(&raw)
-    }
-}
-
-fn write_pcap(path: &Path, link: u32, frames: &[(Duration, Vec<u8>)]) {
-    let header = PcapHeader {
-        datalink: DataLink::from(link),
-        snaplen: 262_144,
-        ..PcapHeader::default()
-    };
-    let file = std::fs::File::create(path).expect("create pcap");
-    let mut w = PcapWriter::with_header(file, header).expect("pcap writer");
-    for (ts, data) in frames {
-        w.write_packet(&PcapPacket::new(*ts, data.len() as u32, data))
-            .expect("write packet");
     }
 }
 

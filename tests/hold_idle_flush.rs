@@ -6,10 +6,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use pcap_file::DataLink;
+use pcap_file::pcap::PcapReader;
 
-use common::{lro_json, root, temp_dir};
+use common::{lro_json, root, temp_dir, write_pcap};
 
 fn read_frames(path: &Path) -> Vec<(Duration, Vec<u8>)> {
     let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -27,20 +26,6 @@ fn read_frames(path: &Path) -> Vec<(Duration, Vec<u8>)> {
         v.push((p.timestamp, p.data.into_owned()));
     }
     v
-}
-
-fn write_pcap(path: &Path, link: u32, frames: &[(Duration, Vec<u8>)]) {
-    let header = PcapHeader {
-        datalink: DataLink::from(link),
-        snaplen: 262_144,
-        ..PcapHeader::default()
-    };
-    let file = std::fs::File::create(path).expect("create pcap");
-    let mut w = PcapWriter::with_header(file, header).expect("pcap writer");
-    for (ts, data) in frames {
-        w.write_packet(&PcapPacket::new(*ts, data.len() as u32, data))
-            .expect("write packet");
-    }
 }
 
 /// An Ethernet frame as Linux cooked capture (SLL): packet type, ARPHRD_ETHER, the source

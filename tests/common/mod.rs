@@ -1,10 +1,13 @@
 //! What the `lro` binary's integration tests share: running the binary from the repository
-//! root, reading its JSON reports, and a fresh directory per test.
+//! root, reading its JSON reports, a fresh directory per test, and writing pcaps.
 #![allow(dead_code)] // Each test file uses its own part.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::DataLink;
 use serde_json::Value;
 
 /// The repository root, where the committed captures are.
@@ -54,4 +57,19 @@ pub(crate) fn u(v: &Value, field: &str) -> u64 {
     v[field]
         .as_u64()
         .unwrap_or_else(|| panic!("field {field} missing or not a number in {v}"))
+}
+
+/// Writes `frames` (timestamp, bytes) as a pcap of link type `link`, each frame whole.
+pub(crate) fn write_pcap(path: &Path, link: u32, frames: &[(Duration, Vec<u8>)]) {
+    let header = PcapHeader {
+        datalink: DataLink::from(link),
+        snaplen: 262_144,
+        ..PcapHeader::default()
+    };
+    let file = std::fs::File::create(path).expect("create pcap");
+    let mut w = PcapWriter::with_header(file, header).expect("pcap writer");
+    for (ts, data) in frames {
+        w.write_packet(&PcapPacket::new(*ts, data.len() as u32, data))
+            .expect("write packet");
+    }
 }
