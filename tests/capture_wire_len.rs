@@ -13,20 +13,13 @@ use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 
-use common::{lro_json, root, temp_dir, u};
+use common::{capture_bytes, lro_json, root, temp_dir, u};
 
 /// A frame: timestamp, captured bytes, length on the wire.
 type Record = (Duration, Vec<u8>, u32);
 
 fn read_records(path: &Path) -> (u32, Vec<Record>) {
-    let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let raw = if raw.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
-        let mut out = Vec::new();
-        lzma_rs::xz_decompress(&mut &raw[..], &mut out).expect("xz");
-        out
-    } else {
-        raw
-    };
+    let raw = capture_bytes(path);
     let mut r = PcapReader::new(&raw[..]).expect("pcap header");
     let link = u32::from(r.header().datalink);
     let mut v = Vec::new();

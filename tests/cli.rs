@@ -17,7 +17,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::DataLink;
 use serde_json::Value;
 
-use common::{lro, lro_json, lro_ok, root, temp_dir, u, write_pcap};
+use common::{capture_bytes, lro, lro_json, lro_ok, root, temp_dir, u, write_pcap};
 
 const SMALL: &str = "data/small.pcap.xz";
 const DEFAULT: &str = "data/default.pcap.xz";
@@ -40,14 +40,7 @@ fn read_pcap_bytes(bytes: &[u8]) -> Pcap {
 }
 
 fn read_capture(path: &Path) -> Pcap {
-    let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    if raw.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
-        let mut out = Vec::new();
-        lzma_rs::xz_decompress(&mut &raw[..], &mut out).expect("xz");
-        read_pcap_bytes(&out)
-    } else {
-        read_pcap_bytes(&raw)
-    }
+    read_pcap_bytes(&capture_bytes(path))
 }
 
 /// Ethernet frames to raw IP (link type 101).

@@ -18,20 +18,13 @@ use etherparse::{EtherType, NetSlice, SlicedPacket, TransportSlice};
 use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
 
-use common::{lro_json, lro_ok, root, temp_dir};
+use common::{capture_bytes, lro_json, lro_ok, root, temp_dir};
 
 const IPOIB: &str = "data/ipoib-tcp.pcap.xz";
 
 /// A capture's link type and records.
 fn read_pcap(path: &Path) -> (DataLink, Vec<Vec<u8>>) {
-    let raw = std::fs::read(path).expect("read capture");
-    let data = if raw.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
-        let mut out = Vec::new();
-        lzma_rs::xz_decompress(&mut &raw[..], &mut out).expect("xz");
-        out
-    } else {
-        raw
-    };
+    let data = capture_bytes(path);
     let mut r = PcapReader::new(&data[..]).expect("pcap");
     let link = r.header().datalink;
     let mut frames = Vec::new();

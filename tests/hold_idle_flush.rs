@@ -8,17 +8,10 @@ use std::time::Duration;
 
 use pcap_file::pcap::PcapReader;
 
-use common::{lro_json, root, temp_dir, write_pcap};
+use common::{capture_bytes, lro_json, root, temp_dir, write_pcap};
 
 fn read_frames(path: &Path) -> Vec<(Duration, Vec<u8>)> {
-    let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let raw = if raw.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
-        let mut out = Vec::new();
-        lzma_rs::xz_decompress(&mut &raw[..], &mut out).expect("xz");
-        out
-    } else {
-        raw
-    };
+    let raw = capture_bytes(path);
     let mut r = PcapReader::new(&raw[..]).expect("pcap header");
     let mut v = Vec::new();
     while let Some(p) = r.next_packet() {

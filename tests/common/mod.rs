@@ -73,3 +73,15 @@ pub(crate) fn write_pcap(path: &Path, link: u32, frames: &[(Duration, Vec<u8>)])
             .expect("write packet");
     }
 }
+
+/// A capture file's bytes, xz-decompressed when the file is xz (the committed captures are).
+pub(crate) fn capture_bytes(path: &Path) -> Vec<u8> {
+    let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if raw.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        let mut out = Vec::new();
+        lzma_rs::xz_decompress(&mut &raw[..], &mut out).expect("xz");
+        out
+    } else {
+        raw
+    }
+}
