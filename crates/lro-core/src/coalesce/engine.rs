@@ -23,7 +23,7 @@ use crate::meta::{RxChecksum, RxMeta};
 use crate::parse::{self, FlowHint, IpFacts, Parsed};
 use crate::stats::{FlushReason, PassReason, Stats, Verdict};
 use crate::wire::tcp::{self, flags};
-use crate::wire::{be16, ipv4, ipv6, write_be16, write_be32};
+use crate::wire::{write_be16, write_be32};
 
 /// The allocation-free coalescing engine.
 ///
@@ -478,12 +478,10 @@ where
     ) -> Verdict {
         let (bytes, len) = (frame.as_ref(), frame.as_ref().len());
         let shape = self.store.flows()[usize::from(slot)].tpl.layout();
-        let l3 = shape.l3();
-        let end = if shape.v6() {
-            l3 + ipv6::HEADER_LEN + usize::from(be16(bytes, l3 + ipv6::field::LENGTH.start))
-        } else {
-            l3 + usize::from(be16(bytes, l3 + ipv4::field::LENGTH.start))
+        let Some(ip) = bytes.get(shape.l3()..).and_then(<[u8]>::first_chunk) else {
+            return self.push_general(frame, meta, sink);
         };
+        let end = predict::datagram_end(ip, shape.l3(), shape.v6()).1;
         // A padded frame (a pure ACK without options is 60 bytes on a wire that pads): read
         // without its padding, and taken only when it is a pure ACK absorbed under `Lro`, which
         // the rules decide as for the same frame unpadded when the padding sums to zero
@@ -964,12 +962,10 @@ where
         }
     }
 
-    /// Whether segments of these layers need payload sums: for a full TCP checksum, or for an
-    /// encapsulation's checksum (which covers the payload whatever the TCP checksum mode).
+    /// [`needs_sums`] under this engine's configuration.
     #[inline(always)]
     fn wants_sums(&self, l: &Layers) -> bool {
-        self.config.checksum_out.rewritten() == OutChecksum::Full
-            || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()))
+        needs_sums::<E>(&self.config, l)
     }
 
     /// Verifies the checksums as the metadata allows (Linux `inet_gro_receive`'s
@@ -1796,6 +1792,15 @@ fn write_tcp_state(t: &mut [u8], e: &FlowState, lro: bool) {
     }
 }
 
+/// Whether segments of the layers `l` need payload sums under `config`: for a full TCP
+/// checksum, or for an encapsulation's checksum (which covers the payload whatever the TCP
+/// checksum mode).
+#[inline(always)]
+fn needs_sums<E: Encap>(config: &Config, l: &Layers) -> bool {
+    config.checksum_out.rewritten() == OutChecksum::Full
+        || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()))
+}
+
 /// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,
 /// `ipv6_gro_complete`, `tcp_gro_complete`, `gre_gro_complete`; FreeBSD
 /// `tcp_lro_update_checksum` for the newest ACK, window and timestamps under `Lro`).
@@ -1807,7 +1812,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, E: Encap>(
     let l = e.layers;
     let payload = l.header_len();
     let full = config.checksum_out.rewritten() == OutChecksum::Full;
-    let need_sum = full || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()));
+    let need_sum = needs_sums::<E>(config, &l);
     if need_sum && !e.sums.complete {
         // Some frames arrived under `Partial` output, which keeps no sums: read the payload.
         let mut sum = 0u16;

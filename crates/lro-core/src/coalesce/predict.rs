@@ -705,16 +705,7 @@ pub(crate) fn read<'a, E: Encap, const V: bool>(
     let t: &[u8; tcp::HEADER_LEN_TS] = bytes.get(l4..)?.first_chunk()?;
     // The length word of the (inner) IP header, and where its datagram ends.
     let ip: &[u8; 8] = bytes.get(l3..)?.first_chunk()?;
-    let (len_word, end) = if shape.v6() {
-        let w = [ip[4], ip[5]];
-        (
-            w,
-            l3 + ipv6::HEADER_LEN + usize::from(u16::from_be_bytes(w)),
-        )
-    } else {
-        let w = [ip[2], ip[3]];
-        (w, l3 + usize::from(u16::from_be_bytes(w)))
-    };
+    let (len_word, end) = datagram_end(ip, l3, shape.v6());
     // No padding (a padded frame's trim is the general path's), the datagram inside the frame,
     // a tunnel's inner and outer datagrams ending together.
     if end != len {
@@ -745,12 +736,7 @@ pub(crate) fn read<'a, E: Encap, const V: bool>(
         Some(o) => {
             let at = usize::from(o.l3);
             let oh: &[u8; 8] = bytes.get(at..)?.first_chunk()?;
-            let oend = if o.v6 {
-                at + ipv6::HEADER_LEN + usize::from(u16::from_be_bytes([oh[4], oh[5]]))
-            } else {
-                at + usize::from(u16::from_be_bytes([oh[2], oh[3]]))
-            };
-            if oend != end {
+            if datagram_end(oh, at, o.v6).1 != end {
                 return None;
             }
             if o.v6 {
@@ -805,6 +791,22 @@ pub(crate) fn read<'a, E: Encap, const V: bool>(
         ip_end: end as u32,
         sum,
     })
+}
+
+/// The length word of the IP header at `l3` whose first 8 bytes are `ip`, and where its
+/// datagram ends (IPv4: the total length counts the header; IPv6: the payload length does not).
+#[inline(always)]
+pub(crate) fn datagram_end(ip: &[u8; 8], l3: usize, v6: bool) -> ([u8; 2], usize) {
+    if v6 {
+        let w = [ip[4], ip[5]];
+        (
+            w,
+            l3 + ipv6::HEADER_LEN + usize::from(u16::from_be_bytes(w)),
+        )
+    } else {
+        let w = [ip[2], ip[3]];
+        (w, l3 + usize::from(u16::from_be_bytes(w)))
+    }
 }
 
 /// Room for the copy of a frame that ends within [`tcp::HEADER_LEN_TS`] bytes of its TCP
