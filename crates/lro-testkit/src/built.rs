@@ -72,14 +72,17 @@ pub struct Built {
 
 impl Built {
     /// The same frames and steps with every frame whose checksums are right marked
-    /// hardware-verified (`RxChecksum::Verified`): the case header prediction covers. Ground
-    /// truth (`trusted`) is not updated; only for comparing engines with each other.
+    /// hardware-verified (`RxChecksum::Verified`): the case header prediction covers. The
+    /// ground truth follows: a frame is trusted exactly when its checksums are right, so the
+    /// checks judge this run too (where frames the original run leaves unverified merge).
     pub fn all_verified(&self) -> Built {
         let mut b = self.clone();
         for f in &mut b.frames {
-            if oracle::checksums_ok(&f.bytes, f.tcp.as_ref()) {
+            let ok = oracle::checksums_ok(&f.bytes, f.tcp.as_ref());
+            if ok {
                 f.meta.checksum = lro_core::RxChecksum::Verified;
             }
+            f.trusted = ok;
         }
         b
     }

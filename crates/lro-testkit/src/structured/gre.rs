@@ -232,7 +232,7 @@ fn run_all<const N: usize, const S: usize>(built: &Built, config: Config) {
     let off = run::<N, S>(built, config.with_header_prediction(false));
     same(&on, &off);
     // The run with every frame whose checksums are right marked verified is judged too.
-    let verified = scenario::all_verified(built);
+    let verified = built.all_verified();
     let on = run::<N, S>(&verified, config);
     scenario::check_all(&verified, &config, S, &on.0, &|_| true);
     same(

@@ -541,17 +541,6 @@ pub fn check_all(
     check_headers(built, config, run, ordered);
 }
 
-/// [`Built::all_verified`] with the ground truth judged again: a frame marked verified is
-/// trusted exactly when its checksums are right, so the checks can judge that run too (the
-/// case header prediction covers, and where frames the original run leaves unverified merge).
-pub fn all_verified(built: &Built) -> Built {
-    let mut b = built.all_verified();
-    for f in &mut b.frames {
-        f.trusted = oracle::checksums_ok(&f.bytes, f.tcp.as_ref());
-    }
-    b
-}
-
 /// The TCP and (inner) IP headers of every rewritten segment, byte for byte: the head's but
 /// for the IP length and checksum, the TCP flags (PSH/FIN ORed in, judged by
 /// [`check::check`]) and the TCP checksum, and under `Lro` the ACK number, window and
@@ -672,7 +661,7 @@ fn run_plain<const N: usize, const S: usize>(built: &Built, config: Config) {
     // comparison alone would pass a mistake both paths share.
     let off = run_engine::<N, S>(built, config.with_header_prediction(false));
     same_output(&on, &off);
-    let verified = all_verified(built);
+    let verified = built.all_verified();
     let on = run_engine::<N, S>(&verified, config);
     check_all(&verified, &config, S, &on.0, &|_| true);
     let off = run_engine::<N, S>(&verified, config.with_header_prediction(false));
