@@ -12,7 +12,8 @@ use etherparse::{EtherType as EpEtherType, NetSlice, SlicedPacket, TransportSlic
 use lro_core::gso::resegment;
 use lro_core::testing::{ones_complement_sum, FrameSpec, TCP_ACK, TCP_PSH};
 use lro_core::{
-    Config, Engine, LinkKind, PassReason, RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Sizes,
+    Config, Engine, FlushReason, LinkKind, PassReason, RxChecksum, RxMeta, Segment, SegmentInfo,
+    Sink, Sizes,
 };
 use proptest::prelude::*;
 
@@ -316,9 +317,9 @@ fn checksum_complete_is_summed_after_the_encapsulation_header() {
 
 #[test]
 fn reserved_bytes_are_ignored_and_the_heads_are_kept() {
-    // RFC 4391 §6: the reserved field is ignored on receipt. Frames differing only there are
-    // one flow (lro-core keys IPoIB flows on addresses and ports); the segment carries the
-    // first frame's header.
+    // RFC 4391 §6: the reserved field is ignored on receipt. Under `Lro`, frames differing
+    // only there are one flow (lro-core keys IPoIB flows on addresses and ports); the segment
+    // carries the first frame's header. (`Gro` keeps them apart: the next test.)
     let mut frames: Vec<(Vec<u8>, Csum)> = flow(false, 40003, 1, 4, 500, false)
         .into_iter()
         .map(|s| (ipoib(s), Csum::Verified))
@@ -329,6 +330,71 @@ fn reserved_bytes_are_ignored_and_the_heads_are_kept() {
     assert_eq!(sink.out.len(), 1);
     assert_eq!(&sink.out[0].bytes[..4], &[0x08, 0x00, 0xab, 0x00]);
     assert_eq!(stats.frames_merged, 3);
+}
+
+#[test]
+fn gro_keeps_frames_whose_reserved_bytes_differ_apart() {
+    // Linux GRO compares the whole hard header: under `Gro`, frames differing only in the
+    // reserved field are not merged, and every segment re-segments into exactly its frames.
+    for v6 in [false, true] {
+        let mut frames: Vec<(Vec<u8>, Csum)> = flow(v6, 40006, 5, 6, 700, false)
+            .into_iter()
+            .map(|s| (ipoib(s), Csum::None))
+            .collect();
+        for f in &mut frames[2..4] {
+            f.0[2..4].copy_from_slice(&[0x5a, 0x01]);
+        }
+        let (sink, stats) = run(&frames, LinkKind::Ipoib, Config::gro(), 64);
+        assert_eq!(
+            sink.out.iter().map(|o| o.frames).collect::<Vec<_>>(),
+            [2, 2, 2],
+            "v6 {v6}: {stats:?}"
+        );
+        let mut back = Vec::new();
+        for seg in &sink.out {
+            let mut out = vec![0u8; 4096];
+            resegment(
+                &seg.bytes,
+                &RxMeta::ipoib(0),
+                seg.info.gso_size,
+                seg.info.fixed_id,
+                &mut out,
+                |f| back.push(f.to_vec()),
+            )
+            .expect("resegment");
+        }
+        let orig: Vec<Vec<u8>> = frames.into_iter().map(|(f, _)| f).collect();
+        assert_eq!(back, orig, "v6 {v6}: byte for byte");
+    }
+}
+
+#[test]
+fn gro_flushes_the_held_flow_of_an_unreadable_frame_with_its_reserved_bytes() {
+    // Under `Gro` the reserved field is part of the flow: a frame whose ports cannot be read
+    // (TCP header cut short) still flushes the held segment of its addresses and reserved
+    // field first, so that the flow's frames leave in order.
+    let mut frames: Vec<(Vec<u8>, Csum)> = flow(false, 40007, 1, 3, 300, false)
+        .into_iter()
+        .map(|s| (ipoib(s), Csum::None))
+        .collect();
+    let mut cut = frames[2].0[..4 + 20 + 2].to_vec();
+    // IPv4 total length: the cut datagram (a TCP header of two bytes).
+    cut[4 + 2..4 + 4].copy_from_slice(&22u16.to_be_bytes());
+    cut[4 + 10..4 + 12].copy_from_slice(&[0, 0]);
+    let sum = !ones_complement_sum(&cut[4..24]);
+    cut[4 + 10..4 + 12].copy_from_slice(&sum.to_be_bytes());
+    frames[2] = (cut.clone(), Csum::None);
+    for f in &mut frames {
+        f.0[2..4].copy_from_slice(&[0x00, 0x07]);
+    }
+    let (sink, stats) = run(&frames, LinkKind::Ipoib, Config::gro(), 64);
+    assert_eq!(stats.flushes[FlushReason::Unknown.index()], 1, "{stats:?}");
+    assert_eq!(
+        sink.out.iter().map(|o| o.frames).collect::<Vec<_>>(),
+        [2, 1],
+        "the held pair first, then the cut frame"
+    );
+    assert_eq!(sink.out[1].bytes[..2], cut[..2]);
 }
 
 /// A frame of the differential property: which flow, how much payload, flags, checksum.

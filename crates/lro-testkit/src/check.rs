@@ -524,6 +524,13 @@ fn check_rewritten(
         // Arrival order is the engine's order only for flows whose order is promised.
         let dup = !gro && ordered(&t.id) && pred[i];
         assert!(!dup, "segment {ids:?}: frame {i} is a duplicate ACK");
+        // `Gro`: the link header is the head's to the byte, as Linux GRO compares the whole
+        // hard header (what the identity leaves out: IPoIB's reserved field).
+        let link = |t: &oracle::Tcp| t.outer.as_ref().map_or(t.l3, |o| o.l3);
+        assert!(
+            !gro || f.bytes[..link(t)] == head.bytes[..link(h)],
+            "segment {ids:?}: frame {i} link header differs from the head's under Gro"
+        );
         let pad = &f.bytes[t.ip_end..];
         assert!(
             pad.is_empty() || (!gro && oracle::is_zero(oracle::sum(pad))),

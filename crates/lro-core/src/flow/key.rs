@@ -8,8 +8,9 @@ use crate::wire::{ethertype, protocol};
 
 /// The identity of a TCP flow as the engine compares it: every field that must be equal for two
 /// frames to be merged, whatever their hashes (Linux `gro_list_prepare` + `inet_gro_receive` /
-/// `ipv6_gro_receive` + `tcp_gro_lookup`): link kind, MAC addresses, VLAN tags (stripped and
-/// in-line), IP version, addresses, IPv6 flow label and TCP ports. A tunnelled frame's key has
+/// `ipv6_gro_receive` + `tcp_gro_lookup`): link kind, MAC addresses (under `Gro`, an IPoIB
+/// header's reserved field), VLAN tags (stripped and in-line), IP version, addresses, IPv6
+/// flow label and TCP ports. A tunnelled frame's key has
 /// its outer link layer and its inner IP and TCP identity; the outer IP and encapsulation
 /// identity is its [`TunnelKey`](crate::encap::TunnelKey).
 ///
@@ -30,7 +31,8 @@ pub struct FlowKey {
     /// Destination address, same layout.
     pub(crate) dst: u128,
     /// Destination MAC (bits 127..80), source MAC (79..32), source port (31..16), destination
-    /// port (15..0).
+    /// port (15..0). An IPoIB key has no MAC addresses; under `Gro` its bits 127..112 hold the
+    /// encapsulation header's reserved field ([`FlowKey::ipoib_reserved`]).
     pub(crate) l2_ports: u128,
     /// VLAN tags `TPID << 16 | TCI`: stripped (127..96), first in-line (95..64), second
     /// (63..32); IP version (31..28), link kind (27..24, [`LinkKind`]'s code, never 0) and
@@ -181,9 +183,19 @@ impl FlowKey {
         (self.tags & 0xf_ffff) as u32
     }
 
+    /// Whether the key's link layer is IPoIB (its link identity is then the encapsulation
+    /// header's reserved field, if anything: see [`FlowKey::ipoib_reserved`]).
+    #[inline]
+    fn is_ipoib(&self) -> bool {
+        (self.tags >> 24) & 0xf == u128::from(LinkKind::Ipoib.code())
+    }
+
     /// Destination MAC address (zero without an Ethernet header).
     pub fn dst_mac(&self) -> [u8; 6] {
         let b = self.l2_ports.to_be_bytes();
+        if self.is_ipoib() {
+            return [0; 6];
+        }
         [b[0], b[1], b[2], b[3], b[4], b[5]]
     }
 
@@ -191,6 +203,28 @@ impl FlowKey {
     pub fn src_mac(&self) -> [u8; 6] {
         let b = self.l2_ports.to_be_bytes();
         [b[6], b[7], b[8], b[9], b[10], b[11]]
+    }
+
+    /// The reserved field of the IPoIB encapsulation header (RFC 4391 section 6) when it is
+    /// part of the flow's identity: in the keys the engine makes under
+    /// [`Policy::Gro`](crate::Policy::Gro), which keeps frames whose link headers differ apart
+    /// as Linux GRO does (it compares the whole hard header). Zero otherwise: under
+    /// [`Policy::Lro`](crate::Policy::Lro) the field is ignored, as a receiver ignores it, and
+    /// other links have no such field.
+    pub fn ipoib_reserved(&self) -> u16 {
+        if self.is_ipoib() {
+            (self.l2_ports >> 112) as u16
+        } else {
+            0
+        }
+    }
+
+    /// The same key with the IPoIB reserved field `r` in its link identity (where an Ethernet
+    /// key has its destination MAC's first two bytes; an IPoIB key has no MAC addresses).
+    #[inline(always)]
+    pub(crate) const fn with_ipoib_reserved(mut self, r: u16) -> Self {
+        self.l2_ports = (self.l2_ports & !(0xffff << 112)) | (r as u128) << 112;
+        self
     }
 
     /// VLAN tags as `TPID << 16 | TCI`, `None` when absent: the NIC-stripped one, then the
@@ -361,6 +395,34 @@ mod tests {
 
     fn key(n: u16) -> FlowKey {
         FlowKey::tcp([198, 18, 0, 1].into(), [198, 18, 0, 2].into(), n, 80)
+    }
+
+    #[test]
+    fn ipoib_reserved_field_is_its_own_accessor_not_a_mac() {
+        let base = FlowKey::tcp(
+            Ipv4Addr::new(198, 18, 0, 1).into(),
+            Ipv4Addr::new(198, 18, 0, 2).into(),
+            1,
+            2,
+        );
+        let ipoib = FlowKey {
+            tags: base.tags | u128::from(LinkKind::Ipoib.code()) << 24,
+            ..base
+        };
+        let k = ipoib.with_ipoib_reserved(0xbeef);
+        assert_ne!(k, ipoib);
+        assert_eq!((k.ipoib_reserved(), ipoib.ipoib_reserved()), (0xbeef, 0));
+        assert_eq!((k.dst_mac(), k.src_mac()), ([0; 6], [0; 6]));
+        assert_eq!((k.src_port(), k.dst_port()), (1, 2));
+        assert_eq!(k.with_ipoib_reserved(0), ipoib);
+        // Another link's key has no such field: those bits are its destination MAC.
+        let eth = FlowKey {
+            tags: base.tags | u128::from(LinkKind::Ethernet.code()) << 24,
+            ..base
+        }
+        .with_ipoib_reserved(0x0a0b);
+        assert_eq!(eth.ipoib_reserved(), 0);
+        assert_eq!(eth.dst_mac(), [0x0a, 0x0b, 0, 0, 0, 0]);
     }
 
     #[test]
