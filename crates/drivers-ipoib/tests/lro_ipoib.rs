@@ -150,6 +150,29 @@ fn check_ipoib_output(frame: &[u8]) -> Option<(Vec<u8>, u32, Vec<u8>)> {
     Some((key, tcp.sequence_number(), tcp.payload().to_vec()))
 }
 
+/// The frames of every output segment (software GSO of IPoIB segments; a segment of one
+/// frame is that frame), in output order.
+fn resegment_all(out: &[Out]) -> Vec<Vec<u8>> {
+    let mut back = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    for seg in out {
+        if seg.frames == 1 {
+            back.push(seg.bytes.clone());
+            continue;
+        }
+        resegment(
+            &seg.bytes,
+            &RxMeta::ipoib(0),
+            seg.info.gso_size,
+            seg.info.fixed_id,
+            &mut buf,
+            |f| back.push(f.to_vec()),
+        )
+        .expect("resegment");
+    }
+    back
+}
+
 /// A flow of `n` data frames of `len` bytes starting at `seq`.
 fn flow(v6: bool, port: u16, seq: u32, n: usize, len: usize, ts: bool) -> Vec<FrameSpec<'static>> {
     static PAYLOAD: [u8; 1500] = {
@@ -224,18 +247,7 @@ fn gro_output_resegments_into_the_original_frames() {
             .collect();
         let (sink, _) = run(&frames, LinkKind::Ipoib, Config::gro(), 64);
         assert_eq!(sink.out.len(), 1);
-        let seg = &sink.out[0];
-        let mut out = vec![0u8; 4096];
-        let mut back = Vec::new();
-        resegment(
-            &seg.bytes,
-            &RxMeta::ipoib(0),
-            seg.info.gso_size,
-            seg.info.fixed_id,
-            &mut out,
-            |f| back.push(f.to_vec()),
-        )
-        .expect("resegment");
+        let back = resegment_all(&sink.out);
         let orig: Vec<Vec<u8>> = frames.into_iter().map(|(f, _)| f).collect();
         assert_eq!(back, orig, "v6 {v6}: byte for byte");
     }
@@ -350,19 +362,7 @@ fn gro_keeps_frames_whose_reserved_bytes_differ_apart() {
             [2, 2, 2],
             "v6 {v6}: {stats:?}"
         );
-        let mut back = Vec::new();
-        for seg in &sink.out {
-            let mut out = vec![0u8; 4096];
-            resegment(
-                &seg.bytes,
-                &RxMeta::ipoib(0),
-                seg.info.gso_size,
-                seg.info.fixed_id,
-                &mut out,
-                |f| back.push(f.to_vec()),
-            )
-            .expect("resegment");
-        }
+        let back = resegment_all(&sink.out);
         let orig: Vec<Vec<u8>> = frames.into_iter().map(|(f, _)| f).collect();
         assert_eq!(back, orig, "v6 {v6}: byte for byte");
     }
@@ -539,23 +539,7 @@ proptest! {
         let (out, stats) = run(&ib, LinkKind::Ipoib, config, burst);
         prop_assert!(stats.is_conserved());
         prop_assert_eq!(out.released, 0);
-        let mut back = Vec::new();
-        for seg in &out.out {
-            if seg.frames == 1 {
-                back.push(seg.bytes.clone());
-                continue;
-            }
-            let mut buf = vec![0u8; 4096];
-            resegment(
-                &seg.bytes,
-                &RxMeta::ipoib(0),
-                seg.info.gso_size,
-                seg.info.fixed_id,
-                &mut buf,
-                |f| back.push(f.to_vec()),
-            )
-            .expect("resegment");
-        }
+        let mut back = resegment_all(&out.out);
         let mut inputs: Vec<Vec<u8>> = ib.into_iter().map(|(f, _)| f).collect();
         inputs.sort();
         back.sort();
