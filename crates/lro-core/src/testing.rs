@@ -185,6 +185,12 @@ pub enum LinkSpec {
     Ethernet(EthernetSpec),
     /// No link header: the frame starts with the IP header.
     RawIp,
+    /// The IPoIB encapsulation header (RFC 4391 section 6): the EtherType of the IP version,
+    /// then the 2-byte reserved field (zero from a conforming sender).
+    Ipoib {
+        /// The reserved field.
+        reserved: u16,
+    },
 }
 
 impl Default for LinkSpec {
@@ -550,13 +556,20 @@ impl<'a> FrameSpec<'a> {
         self
     }
 
-    /// Adds an in-line VLAN tag after any existing ones (at most two). Switches a raw IP
-    /// frame to Ethernet.
+    /// Frames the packet for IP over InfiniBand: the 4-byte encapsulation header with this
+    /// reserved field (read with [`RxMeta::ipoib`](crate::RxMeta::ipoib)).
+    pub fn ipoib(mut self, reserved: u16) -> Self {
+        self.link = LinkSpec::Ipoib { reserved };
+        self
+    }
+
+    /// Adds an in-line VLAN tag after any existing ones (at most two). Switches a raw IP or
+    /// IPoIB frame to Ethernet.
     ///
     /// # Panics
     /// If two tags are already present.
     pub fn vlan(mut self, tpid: u16, tci: u16) -> Self {
-        if self.link == LinkSpec::RawIp {
+        if !matches!(self.link, LinkSpec::Ethernet(_)) {
             self.link = LinkSpec::default();
         }
         if let LinkSpec::Ethernet(eth) = &mut self.link {
@@ -573,11 +586,12 @@ impl<'a> FrameSpec<'a> {
         self
     }
 
-    /// Length of the link header (0 for raw IP).
+    /// Length of the link header (0 for raw IP, 4 for IPoIB).
     pub fn link_len(&self) -> usize {
         match &self.link {
             LinkSpec::Ethernet(eth) => eth.header_len(),
             LinkSpec::RawIp => 0,
+            LinkSpec::Ipoib { .. } => 4,
         }
     }
 
@@ -626,6 +640,11 @@ impl<'a> FrameSpec<'a> {
             }
             put16(buf, at, ethertype);
             at += 2;
+        }
+        if let LinkSpec::Ipoib { reserved } = self.link {
+            put16(buf, 0, ethertype);
+            put16(buf, 2, reserved);
+            at = 4;
         }
 
         // Network layer.
@@ -834,10 +853,17 @@ mod tests {
         let p = match spec.link {
             LinkSpec::Ethernet(_) => SlicedPacket::from_ethernet(frame),
             LinkSpec::RawIp => SlicedPacket::from_ip(frame),
+            LinkSpec::Ipoib { .. } => SlicedPacket::from_ip(&frame[4..]),
         }
         .expect("etherparse parses the frame");
         if let LinkSpec::Ethernet(eth) = &spec.link {
             assert_eq!(p.vlan_ids().len(), eth.vlan_count());
+        }
+        if let LinkSpec::Ipoib { reserved } = spec.link {
+            let v6 = matches!(spec.ip, IpSpec::V6(_));
+            let et: [u8; 2] = if v6 { [0x86, 0xdd] } else { [0x08, 0x00] };
+            assert_eq!(frame[..2], et);
+            assert_eq!(frame[2..4], reserved.to_be_bytes());
         }
         let tcp = match p.transport {
             Some(TransportSlice::Tcp(t)) => t,
@@ -880,8 +906,9 @@ mod tests {
         let mut out = Vec::new();
         for v6 in [false, true] {
             for vlans in 0..=2 {
-                for raw in [false, true] {
-                    if raw && vlans > 0 {
+                // 0: Ethernet, 1: raw IP, 2: IPoIB.
+                for link in 0..3 {
+                    if link > 0 && vlans > 0 {
                         continue;
                     }
                     let mut s = if v6 {
@@ -895,8 +922,10 @@ mod tests {
                     .timestamps(1, 2)
                     .payload(payload)
                     .padding(padding);
-                    if raw {
+                    if link == 1 {
                         s = s.raw_ip();
+                    } else if link == 2 {
+                        s = s.ipoib(0x1234);
                     }
                     if vlans >= 1 {
                         s = s.vlan(TPID_8021AD, 100);

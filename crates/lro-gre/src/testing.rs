@@ -181,12 +181,12 @@ impl GreSpec {
         self
     }
 
-    /// Adds an outer VLAN tag (at most two); switches raw IP to Ethernet.
+    /// Adds an outer VLAN tag (at most two); switches raw IP or IPoIB to Ethernet.
     ///
     /// # Panics
     /// If two tags are already present.
     pub fn vlan(mut self, tpid: u16, tci: u16) -> Self {
-        if self.link == LinkSpec::RawIp {
+        if !matches!(self.link, LinkSpec::Ethernet(_)) {
             self.link = LinkSpec::Ethernet(EthernetSpec::default());
         }
         if let LinkSpec::Ethernet(eth) = &mut self.link {
@@ -216,6 +216,7 @@ impl GreSpec {
         match &self.link {
             LinkSpec::Ethernet(eth) => eth.header_len(),
             LinkSpec::RawIp => 0,
+            LinkSpec::Ipoib { .. } => 4,
         }
     }
 
@@ -329,6 +330,11 @@ impl GreSpec {
             }
             put16(out, at, ethertype);
             at += 2;
+        }
+        if let LinkSpec::Ipoib { reserved } = self.link {
+            put16(out, 0, ethertype);
+            put16(out, 2, reserved);
+            at = 4;
         }
         match &self.ip {
             IpSpec::V4(v4) => {
@@ -592,6 +598,7 @@ mod tests {
             let b = wrap(&spec, InnerFrame::Ethernet(&frame));
             let p = match spec.link {
                 LinkSpec::RawIp => etherparse::SlicedPacket::from_ip(&b),
+                LinkSpec::Ipoib { .. } => etherparse::SlicedPacket::from_ip(&b[4..]),
                 LinkSpec::Ethernet(_) => etherparse::SlicedPacket::from_ethernet(&b),
             }
             .unwrap();

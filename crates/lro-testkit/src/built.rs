@@ -88,17 +88,18 @@ impl Built {
     }
 }
 
-/// A flow's link layer, one of the five shapes both input builders draw from (`which` modulo
-/// 5): untagged Ethernet, one in-line 802.1Q tag with `tci`, 802.1ad over 802.1Q, raw IP, a
-/// tag the NIC stripped. Returns the spec and the metadata that goes with it.
+/// A flow's link layer, one of the six shapes both input builders draw from (`which` modulo
+/// 6): untagged Ethernet, one in-line 802.1Q tag with `tci`, 802.1ad over 802.1Q, raw IP, a
+/// tag the NIC stripped, IPoIB. Returns the spec and the metadata that goes with it.
 pub fn link_shape(spec: FrameSpec<'_>, which: u8, tci: u16) -> (FrameSpec<'_>, RxMeta) {
     let meta = RxMeta::ethernet(0);
-    match which % 5 {
+    match which % 6 {
         0 => (spec, meta),
         1 => (spec.vlan(TPID_8021Q, tci), meta),
         2 => (spec.vlan(TPID_8021AD, 20).vlan(TPID_8021Q, 30), meta),
         3 => (spec.raw_ip(), RxMeta::raw_ip(0)),
-        _ => (spec, meta.with_vlan_stripped(40)),
+        4 => (spec, meta.with_vlan_stripped(40)),
+        _ => (spec.ipoib(0), RxMeta::ipoib(0)),
     }
 }
 

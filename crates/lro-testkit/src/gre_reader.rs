@@ -143,11 +143,12 @@ fn gre_fields(g: &[u8]) -> Option<(usize, u16, u16, Option<u32>)> {
     (g.len() >= at).then_some((at, flags, proto, key))
 }
 
-/// Reads an outer-Ethernet (or raw IP) / IP / GRE / (Ethernet) / IP / TCP frame. `None` for
-/// anything else.
+/// Reads an outer-Ethernet (or raw IP, or IPoIB) / IP / GRE / (Ethernet) / IP / TCP frame.
+/// `None` for anything else.
 pub fn read(b: &[u8], meta: &RxMeta) -> Option<Read> {
     let outer = match meta.link {
         lro_core::LinkKind::RawIp => SlicedPacket::from_ip(b),
+        lro_core::LinkKind::Ipoib => SlicedPacket::from_ip(b.get(4..)?),
         _ => SlicedPacket::from_ethernet(b),
     }
     .ok()?;

@@ -272,7 +272,9 @@ fn make_flow(i: usize, seed: &FlowSeed, flows: &mut [FlowState], knobs: &Knobs) 
             },
             3 => match &mut twin.link {
                 LinkSpec::Ethernet(eth) => eth.src[5] = 0x80 + i as u8,
-                LinkSpec::RawIp => twin.tcp.src_port = 20000 + i as u16,
+                // No MAC addresses to differ in (IPoIB's reserved field is no identity
+                // under `Lro`).
+                LinkSpec::RawIp | LinkSpec::Ipoib { .. } => twin.tcp.src_port = 20000 + i as u16,
             },
             4 => match &mut twin.ip {
                 IpSpec::V6(ip) => ip.flow_label = 0x1000 + i as u32,
@@ -611,7 +613,8 @@ fn build_frame(
         bytes.truncate(usize::from(step.a) % bytes.len());
         malformed = true;
     }
-    let ethernet = !matches!(spec.link, LinkSpec::RawIp);
+    // A NIC's CHECKSUM_COMPLETE sum starts after the link header.
+    let link_len = st.meta.link.header_len().min(bytes.len());
     let mut meta = st.meta;
     meta.time = now;
     meta.rss = match knobs.hash_mode % 4 {
@@ -632,7 +635,7 @@ fn build_frame(
     meta.checksum = match m >> 6 {
         _ if knobs.verified && !corrupt => RxChecksum::Verified,
         1 if !corrupt => RxChecksum::Verified,
-        2 => RxChecksum::Complete(testing::complete_checksum(&bytes, ethernet)),
+        2 => RxChecksum::Complete(testing::ones_complement_sum(&bytes[link_len..])),
         _ => RxChecksum::None,
     };
     let valid = !noise && !malformed && !corrupt && !fragment && !ip_opts;

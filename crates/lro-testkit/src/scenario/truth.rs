@@ -371,6 +371,7 @@ fn check_rewritten(
     let head = &sc.inputs[ids[0]];
     let p = match head.meta.link {
         lro_core::LinkKind::RawIp => SlicedPacket::from_ip(bytes),
+        lro_core::LinkKind::Ipoib => SlicedPacket::from_ip(bytes.get(4..).unwrap_or_default()),
         _ => SlicedPacket::from_ethernet(bytes),
     }
     .map_err(|e| format!("segment {ids:?} does not parse: {e:?}"))?;

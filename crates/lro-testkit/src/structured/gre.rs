@@ -171,6 +171,7 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
             let r = t.wrap(inner, &mut buf).ok().map(|len| {
                 let meta = match t.spec.link {
                     LinkSpec::RawIp => RxMeta::raw_ip(f.meta.time),
+                    LinkSpec::Ipoib { .. } => RxMeta::ipoib(f.meta.time),
                     LinkSpec::Ethernet(_) => RxMeta::ethernet(f.meta.time),
                 };
                 (buf[..len].to_vec(), meta)

@@ -247,7 +247,7 @@ fn flow_states(setup: &Setup) -> Vec<FlowState> {
             },
             3 => match &mut spec.link {
                 LinkSpec::Ethernet(eth) => eth.src[5] ^= 0x80,
-                LinkSpec::RawIp => spec.tcp.dst_port ^= 0x10,
+                LinkSpec::RawIp | LinkSpec::Ipoib { .. } => spec.tcp.dst_port ^= 0x10,
             },
             4 => {
                 // The previous flow turns into Ethernet with zero MACs and no tags; this one
