@@ -10,9 +10,9 @@ use crate::wire::{ethertype, protocol};
 /// frames to be merged, whatever their hashes (Linux `gro_list_prepare` + `inet_gro_receive` /
 /// `ipv6_gro_receive` + `tcp_gro_lookup`): link kind, MAC addresses (under `Gro`, an IPoIB
 /// header's reserved field), VLAN tags (stripped and in-line), IP version, addresses, IPv6
-/// flow label and TCP ports. A tunnelled frame's key has
-/// its outer link layer and its inner IP and TCP identity; the outer IP and encapsulation
-/// identity is its [`TunnelKey`](crate::encap::TunnelKey).
+/// flow label and TCP ports. A tunnelled frame's key has its outer link layer and its inner
+/// IP and TCP identity; the outer IP and encapsulation identity is its
+/// [`TunnelKey`](crate::encap::TunnelKey).
 ///
 /// Stored as four 128-bit words so that building, hashing and comparing it stays in registers.
 ///
@@ -192,10 +192,10 @@ impl FlowKey {
 
     /// Destination MAC address (zero without an Ethernet header).
     pub fn dst_mac(&self) -> [u8; 6] {
-        let b = self.l2_ports.to_be_bytes();
         if self.is_ipoib() {
             return [0; 6];
         }
+        let b = self.l2_ports.to_be_bytes();
         [b[0], b[1], b[2], b[3], b[4], b[5]]
     }
 
