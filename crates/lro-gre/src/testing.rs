@@ -203,6 +203,12 @@ impl GreSpec {
         self
     }
 
+    /// An outer IPoIB encapsulation header with this reserved field (GRE over InfiniBand).
+    pub fn ipoib(mut self, reserved: u16) -> Self {
+        self.link = LinkSpec::Ipoib { reserved };
+        self
+    }
+
     /// Sets the outer IPv4 identification (no effect on IPv6).
     pub fn ip_id(mut self, id: u16) -> Self {
         if let IpSpec::V4(v4) = &mut self.ip {
@@ -594,6 +600,8 @@ mod tests {
                 .vlan(0x8100, 2),
             GreSpec::ipv6().checksum().raw_ip(),
             GreSpec::ipv4().checksum().key(0x00ab_cd01).teb(),
+            GreSpec::ipv4().key(9).ipoib(0x0102),
+            GreSpec::ipv6().checksum().ipoib(0),
         ] {
             let b = wrap(&spec, InnerFrame::Ethernet(&frame));
             let p = match spec.link {
@@ -602,6 +610,11 @@ mod tests {
                 LinkSpec::Ethernet(_) => etherparse::SlicedPacket::from_ethernet(&b),
             }
             .unwrap();
+            if let LinkSpec::Ipoib { reserved } = spec.link {
+                let v6 = matches!(spec.ip, IpSpec::V6(_));
+                let et: [u8; 2] = if v6 { [0x86, 0xdd] } else { [0x08, 0x00] };
+                assert_eq!((&b[..2], &b[2..4]), (&et[..], &reserved.to_be_bytes()[..]));
+            }
             let (gre_bytes, ok) = match p.net.unwrap() {
                 etherparse::NetSlice::Ipv4(v4) => {
                     assert_eq!(v4.header().protocol(), etherparse::IpNumber::GRE);

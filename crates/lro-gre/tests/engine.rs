@@ -99,7 +99,8 @@ impl Flow {
     fn meta(&self) -> RxMeta {
         match self.gre.link {
             lro_core::testing::LinkSpec::RawIp => RxMeta::raw_ip(0),
-            _ => RxMeta::ethernet(0),
+            lro_core::testing::LinkSpec::Ipoib { .. } => RxMeta::ipoib(0),
+            lro_core::testing::LinkSpec::Ethernet(_) => RxMeta::ethernet(0),
         }
     }
 }
@@ -164,6 +165,8 @@ fn mergeable_shapes() -> Vec<(&'static str, Flow)> {
             Flow::new(GreSpec::ipv4().key(2).vlan(0x88a8, 5).vlan(0x8100, 6)),
         ),
         ("raw IP", Flow::new(GreSpec::ipv6().checksum().raw_ip())),
+        ("IPoIB", Flow::new(GreSpec::ipv4().key(4).ipoib(0))),
+        ("IPoIB v6 C", Flow::new(GreSpec::ipv6().checksum().ipoib(0))),
         ("TEB", Flow::new(GreSpec::ipv4().teb())),
         ("TEB C", Flow::new(GreSpec::ipv4().checksum().teb())),
         ("NVGRE", Flow::new(GreSpec::ipv4().key(0x0012_3401).teb())),

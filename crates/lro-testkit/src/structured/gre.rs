@@ -25,7 +25,7 @@ use crate::structured::{self as scenario, Input};
 pub struct TunnelSetup {
     /// Outer IPv6.
     pub v6: bool,
-    /// Outer link: 0 Ethernet, 1 one tag, 2 QinQ, 3 raw IP.
+    /// Outer link: 0 Ethernet, 1 one tag, 2 QinQ, 3 raw IP, 4 IPoIB.
     pub link: u8,
     /// GRE: 0 none, 1 K, 2 C, 3 C+K, 4 TEB, 5 TEB+K (NVGRE), 6 TEB+C, 7 S.
     pub gre: u8,
@@ -81,10 +81,11 @@ fn spec_of(tunnels: &[TunnelSetup; 4]) -> [GreSpec; 4] {
                 6 => g.checksum().teb(),
                 _ => g.sequence(0),
             };
-            match t.link % 4 {
+            match t.link % 5 {
                 1 => g = g.vlan(TPID_8021Q, 3),
                 2 => g = g.vlan(TPID_8021AD, 4).vlan(TPID_8021Q, 5),
                 3 => g = g.raw_ip(),
+                4 => g = g.ipoib(0),
                 _ => {}
             }
             g
@@ -150,6 +151,8 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
         };
         let inner = match f.meta.link {
             LinkKind::Ethernet => InnerFrame::Ethernet(&f.bytes),
+            // The IP packet, without the encapsulation header.
+            LinkKind::Ipoib => InnerFrame::Ip(f.bytes.get(4..).unwrap_or_default()),
             _ => InnerFrame::Ip(&f.bytes),
         };
         let wrapped = ti.and_then(|ti| {
