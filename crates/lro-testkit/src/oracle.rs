@@ -11,12 +11,16 @@ use lro_core::{LinkKind, RxMeta};
 /// Flow identity: every field two frames must share to be merged (DESIGN.md invariant 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Identity {
-    /// 1 Ethernet, 2 raw IP.
+    /// 1 Ethernet, 2 raw IP, 3 IPoIB.
     pub link: u8,
     /// NIC-stripped VLAN TCI.
     pub stripped: Option<u16>,
-    /// Destination then source MAC (zero for raw IP).
+    /// Destination then source MAC (zero for raw IP and IPoIB).
     pub macs: [u8; 12],
+    /// IPoIB's reserved field (RFC 4391 section 6), zero for other links. `Gro` keeps frames
+    /// that differ here apart (Linux compares the whole hard header); `Lro` ignores the field,
+    /// so the input generators vary it between flows only under `Gro`.
+    pub ipoib_reserved: u16,
     /// In-line VLAN tags (TPID, TCI), outer first.
     pub tags: [Option<(u16, u16)>; 2],
     /// 4 or 6.
@@ -183,6 +187,7 @@ impl Identity {
             link: 2,
             stripped: meta.vlan_stripped,
             macs: [0; 12],
+            ipoib_reserved: 0,
             tags: [None, None],
             version: 0,
             src: [0; 16],
@@ -255,6 +260,7 @@ fn link_layer(b: &[u8], meta: &RxMeta, id: &mut Identity) -> Result<usize, Class
             if b.len() < 4 {
                 return Err(Class::Malformed);
             }
+            id.ipoib_reserved = be16(b, 2);
             let want = match be16(b, 0) {
                 0x0800 => 4,
                 0x86dd => 6,
