@@ -31,9 +31,10 @@ mib=${2:-64}
 [ "$(id -u)" = 0 ] || { echo "ack-merge-profile: needs root (namespaces, veth, XDP, AF_XDP)"; exit 1; }
 command -v perf >/dev/null || { echo "ack-merge-profile: perf not found (apt-get install -y linux-perf)"; exit 1; }
 
-bin=$(cargo test --release -p drivers-myri --all-features --test xdp_ack_merge --no-run 2>&1 |
-  sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -1)
-[ -x "$bin" ] || { echo "ack-merge-profile: could not build the test binary"; exit 1; }
+build=$(cargo test --release -p drivers-myri --all-features --test xdp_ack_merge --no-run 2>&1) ||
+  { echo "$build"; echo "ack-merge-profile: could not build the test binary"; exit 1; }
+bin=$(echo "$build" | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -1)
+[ -x "$bin" ] || { echo "$build"; echo "ack-merge-profile: no test binary in cargo's output"; exit 1; }
 
 tmp=$(mktemp -d /tmp/ack-merge-profile.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -42,7 +43,7 @@ for mode in off on; do
   XDP_ACK_ONLY=$mode XDP_ACK_RUNS=$runs XDP_ACK_MIB=$mib \
     perf record -q -F 1000 --call-graph dwarf,16384 -o "$tmp/$mode.data" \
     "$bin" --nocapture >"$tmp/$mode.log" 2>&1 || { cat "$tmp/$mode.log"; exit 1; }
-  if grep -q "^skipped" "$tmp/$mode.log"; then
+  if grep -q "skipped" "$tmp/$mode.log"; then
     cat "$tmp/$mode.log"
     exit 1
   fi

@@ -328,27 +328,14 @@ fn checksum_complete_is_summed_after_the_encapsulation_header() {
 }
 
 #[test]
-fn reserved_bytes_are_ignored_and_the_heads_are_kept() {
-    // RFC 4391 §6: the reserved field is ignored on receipt. Under `Lro`, frames differing
-    // only there are one flow (lro-core keys IPoIB flows on addresses and ports); the segment
-    // carries the first frame's header. (`Gro` keeps them apart: the next test.)
-    let mut frames: Vec<(Vec<u8>, Csum)> = flow(false, 40003, 1, 4, 500, false)
+fn frames_whose_reserved_bytes_differ_are_kept_apart() {
+    // Linux GRO compares the whole hard header: frames differing only in the reserved field
+    // are not merged, under either policy, so every segment carries its frames' own field and
+    // (under `Gro`) re-segments into exactly them.
+    for (v6, config) in [false, true]
         .into_iter()
-        .map(|s| (ipoib(s), Csum::Verified))
-        .collect();
-    frames[0].0[2] = 0xab;
-    frames[2].0[3] = 0xcd;
-    let (sink, stats) = run(&frames, LinkKind::Ipoib, Config::lro(), 64);
-    assert_eq!(sink.out.len(), 1);
-    assert_eq!(&sink.out[0].bytes[..4], &[0x08, 0x00, 0xab, 0x00]);
-    assert_eq!(stats.frames_merged, 3);
-}
-
-#[test]
-fn gro_keeps_frames_whose_reserved_bytes_differ_apart() {
-    // Linux GRO compares the whole hard header: under `Gro`, frames differing only in the
-    // reserved field are not merged, and every segment re-segments into exactly its frames.
-    for v6 in [false, true] {
+        .flat_map(|v6| [(v6, Config::gro()), (v6, Config::lro())])
+    {
         let mut frames: Vec<(Vec<u8>, Csum)> = flow(v6, 40006, 5, 6, 700, false)
             .into_iter()
             .map(|s| (ipoib(s), Csum::None))
@@ -356,15 +343,54 @@ fn gro_keeps_frames_whose_reserved_bytes_differ_apart() {
         for f in &mut frames[2..4] {
             f.0[2..4].copy_from_slice(&[0x5a, 0x01]);
         }
-        let (sink, stats) = run(&frames, LinkKind::Ipoib, Config::gro(), 64);
+        let (sink, stats) = run(&frames, LinkKind::Ipoib, config, 64);
         assert_eq!(
             sink.out.iter().map(|o| o.frames).collect::<Vec<_>>(),
             [2, 2, 2],
-            "v6 {v6}: {stats:?}"
+            "v6 {v6} {config:?}: {stats:?}"
         );
-        let back = resegment_all(&sink.out);
-        let orig: Vec<Vec<u8>> = frames.into_iter().map(|(f, _)| f).collect();
-        assert_eq!(back, orig, "v6 {v6}: byte for byte");
+        for (seg, want) in sink.out.iter().zip([[0, 0], [0x5a, 0x01], [0, 0]]) {
+            assert_eq!(seg.bytes[2..4], want);
+            assert_eq!(
+                seg.info.flow.map(|k| k.ipoib_reserved()),
+                Some(u16::from_be_bytes(want))
+            );
+        }
+        if config.policy == lro_core::Policy::Gro {
+            let back = resegment_all(&sink.out);
+            let orig: Vec<Vec<u8>> = frames.into_iter().map(|(f, _)| f).collect();
+            assert_eq!(back, orig, "v6 {v6}: byte for byte");
+        }
+    }
+}
+
+#[test]
+fn a_policy_change_keeps_the_reserved_field_apart() {
+    // The identity does not depend on the policy: a flow held or remembered under one policy
+    // and continued under the other never takes in frames of another reserved field.
+    for (first, then) in [
+        (Config::lro(), Config::gro()),
+        (Config::gro(), Config::lro()),
+    ] {
+        let mut frames: Vec<Vec<u8>> = flow(false, 40008, 1, 6, 500, false)
+            .into_iter()
+            .map(ipoib)
+            .collect();
+        for f in &mut frames[..4] {
+            f[3] = 5;
+        }
+        let mut engine: Engine<Vec<u8>, Sizes<4, 8>> = Engine::new(first);
+        let mut sink = Collect::default();
+        for (i, f) in frames.iter().enumerate() {
+            if i == 2 {
+                engine.flush_all(&mut sink);
+                engine.set_config(then);
+            }
+            engine.push(f.clone(), &RxMeta::ipoib(0), &mut sink);
+        }
+        engine.flush_all(&mut sink);
+        let seen: Vec<(u16, u8)> = sink.out.iter().map(|o| (o.frames, o.bytes[3])).collect();
+        assert_eq!(seen, [(2, 5), (2, 5), (2, 0)], "{first:?} -> {then:?}");
     }
 }
 

@@ -210,13 +210,20 @@ fn experiment(
     let mut staging = staging();
     let mut node = Node::new(rx, tx, &mut staging);
     let mut runs = Vec::new();
-    let only = std::env::var("XDP_ACK_ONLY").ok();
-    for i in 0..2 * runs_per_mode {
-        let merge = match only.as_deref() {
-            Some("on") => true,
-            Some("off") => false,
-            _ => i % 2 == 1,
-        };
+    // `XDP_ACK_ONLY`: one mode, `runs_per_mode` runs; else the two alternating.
+    let only = match std::env::var("XDP_ACK_ONLY").ok().as_deref() {
+        None => None,
+        Some("on") => Some(true),
+        Some("off") => Some(false),
+        Some(other) => return Err(format!("XDP_ACK_ONLY={other}: on or off")),
+    };
+    let count = if only.is_some() {
+        runs_per_mode
+    } else {
+        2 * runs_per_mode
+    };
+    for i in 0..count {
+        let merge = only.unwrap_or(i % 2 == 1);
         let port = PORT + i as u16;
         let (run, sent_hash, (got, got_hash)) = send_run(&mut node, ns_b, port, merge, per_run)?;
         if got != per_run || got_hash != sent_hash {

@@ -14,7 +14,8 @@ pub enum LinkKind {
     RawIp,
     /// IP over InfiniBand (RFC 4391 section 6): the frame starts with the 4-byte IPoIB
     /// encapsulation header (EtherType, 2 reserved bytes), as a host channel adapter delivers a
-    /// datagram-mode or connected-mode receive once the GRH is stripped.
+    /// datagram-mode or connected-mode receive once the GRH is stripped. Its reserved field
+    /// is part of the flow identity ([`FlowKey::ipoib_reserved`](crate::FlowKey::ipoib_reserved)).
     Ipoib,
 }
 

@@ -459,7 +459,14 @@ fn link(frame: &[u8], meta: &RxMeta) -> Result<(usize, u128, u128, u16), Unparse
             let h = frame
                 .first_chunk::<{ ipoib::HEADER_LEN }>()
                 .ok_or_else(malformed)?;
-            Ok((ipoib::HEADER_LEN, 0, tags, u16::from_be_bytes([h[0], h[1]])))
+            // No MAC addresses; the reserved field in their place (see `FlowKey::ipoib_reserved`).
+            let reserved = u128::from(u16::from_be_bytes([h[2], h[3]])) << 112;
+            Ok((
+                ipoib::HEADER_LEN,
+                reserved,
+                tags,
+                u16::from_be_bytes([h[0], h[1]]),
+            ))
         }
         LinkKind::RawIp => {
             let et = match frame.first().map(|b| b >> 4) {

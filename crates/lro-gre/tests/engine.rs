@@ -206,6 +206,29 @@ fn every_mergeable_shape_merges_under_every_nic_and_policy() {
 }
 
 #[test]
+fn an_outer_ipoib_reserved_field_keeps_tunnels_apart() {
+    // GRE over IPoIB: frames whose outer encapsulation headers differ only in the reserved
+    // field are not merged (Linux GRO compares the whole hard header), under either policy.
+    let mut f = Flow::new(GreSpec::ipv4().key(5).ipoib(0));
+    let mut frames = f.data(6);
+    for b in &mut frames[2..4] {
+        b[3] = 7;
+    }
+    for nic in NICS {
+        for config in [Config::gro(), Config::lro()] {
+            let inputs = inputs(&f, &frames, nic);
+            let (rec, _, _) = go(config, &inputs);
+            let ids: Vec<Vec<usize>> = segments(&rec).into_iter().map(|(ids, _)| ids).collect();
+            assert_eq!(
+                ids,
+                [vec![0, 1], vec![2, 3], vec![4, 5]],
+                "{nic:?} {config:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn sequence_routing_and_other_bits_never_merge() {
     let mut cases: Vec<(&str, GreSpec, PassReason)> = vec![
         ("S", GreSpec::ipv4().sequence(1), PassReason::Encap),

@@ -525,7 +525,7 @@ fn check_rewritten(
         let dup = !gro && ordered(&t.id) && pred[i];
         assert!(!dup, "segment {ids:?}: frame {i} is a duplicate ACK");
         // `Gro`: the link header is the head's to the byte, as Linux GRO compares the whole
-        // hard header (what the identity leaves out: IPoIB's reserved field).
+        // hard header (a second guard: the identity covers it, IPoIB's reserved field too).
         let link = |t: &oracle::Tcp| t.outer.as_ref().map_or(t.l3, |o| o.l3);
         assert!(
             !gro || f.bytes[..link(t)] == head.bytes[..link(h)],

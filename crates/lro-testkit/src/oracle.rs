@@ -17,9 +17,8 @@ pub struct Identity {
     pub stripped: Option<u16>,
     /// Destination then source MAC (zero for raw IP and IPoIB).
     pub macs: [u8; 12],
-    /// IPoIB's reserved field (RFC 4391 section 6), zero for other links. `Gro` keeps frames
-    /// that differ here apart (Linux compares the whole hard header); `Lro` ignores the field,
-    /// so the input generators vary it between flows only under `Gro`.
+    /// IPoIB's reserved field (RFC 4391 section 6), zero for other links: frames that differ
+    /// here are not merged (Linux GRO compares the whole hard header).
     pub ipoib_reserved: u16,
     /// In-line VLAN tags (TPID, TCI), outer first.
     pub tags: [Option<(u16, u16)>; 2],

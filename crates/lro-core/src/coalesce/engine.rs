@@ -19,11 +19,11 @@ use super::{Cause, Coalescer, Config, OutChecksum, Policy, Segment, SegmentInfo,
 use crate::csum;
 use crate::encap::{Encap, NoEncap, TunnelSlot};
 use crate::flow::{FlowHasher, Key};
-use crate::meta::{LinkKind, RxChecksum, RxMeta};
+use crate::meta::{RxChecksum, RxMeta};
 use crate::parse::{self, FlowHint, IpFacts, Parsed};
 use crate::stats::{FlushReason, PassReason, Stats, Verdict};
 use crate::wire::tcp::{self, flags};
-use crate::wire::{ipoib, write_be16, write_be32};
+use crate::wire::{write_be16, write_be32};
 
 /// The allocation-free coalescing engine.
 ///
@@ -866,21 +866,6 @@ where
         self.act(frame, &inc, decision, meta, sink)
     }
 
-    /// The reserved field of an IPoIB frame's encapsulation header when the policy makes it
-    /// part of the flow identity: under `Gro`, as Linux GRO compares the whole hard header
-    /// (`gro_list_prepare`), so that frames differing there stay apart and re-segment into
-    /// exactly themselves. `Lro` ignores it, as RFC 4391 section 6 tells a receiver to.
-    /// Header prediction's template compares those bytes: a frame that differs there takes
-    /// the general path, under both policies.
-    #[inline(always)]
-    fn ipoib_reserved(&self, bytes: &[u8], meta: &RxMeta) -> Option<u16> {
-        if meta.link != LinkKind::Ipoib || self.config.policy != Policy::Gro {
-            return None;
-        }
-        let h = bytes.get(ipoib::field::RESERVED)?;
-        Some(u16::from_be_bytes([h[0], h[1]]))
-    }
-
     /// Everything header prediction does not read: parse, look the flow up, verify checksums,
     /// then the shared path. Out of line, so the predicted path keeps a small frame of its own.
     #[inline(never)]
@@ -893,12 +878,7 @@ where
         let bytes = frame.as_ref();
         // Filled in place (see `parse::parse_into`): a returned `Parsed` costs a copy per frame.
         let mut p = Parsed::EMPTY;
-        if let Err(mut u) = parse::parse_into::<E>(bytes, meta, &mut p) {
-            if let (Some(r), FlowHint::Addresses(k)) =
-                (self.ipoib_reserved(bytes, meta), &mut u.hint)
-            {
-                *k = k.with_ipoib_reserved(r);
-            }
+        if let Err(u) = parse::parse_into::<E>(bytes, meta, &mut p) {
             self.flush_for_hint(&u.hint, sink);
             if matches!(u.hint, FlowHint::Tunnel(_)) {
                 self.stats.tunnel.frames_in += 1;
@@ -909,9 +889,6 @@ where
         let Some(layers) = Layers::of(&p) else {
             return self.deliver_alone(frame, PassReason::Malformed, None, sink);
         };
-        if let Some(r) = self.ipoib_reserved(bytes, meta) {
-            p.key = p.key.with_ipoib_reserved(r);
-        }
         let key = Key {
             flow: p.key,
             tunnel: match &p.tunnel {

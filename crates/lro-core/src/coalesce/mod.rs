@@ -35,9 +35,7 @@ pub use storage::{Capacity, DefaultSizes, Held, Sizes, SmallSizes};
 pub enum Policy {
     /// Linux GRO's rules exactly (`tcp_gro_receive`, `inet_gro_flush`, `ipv6_gro_flush`): only
     /// what software GSO can split back into the exact original frames. For forwarding, and for
-    /// anyone who needs reversibility. Frames of one flow agree in their whole link header, as
-    /// Linux's `gro_list_prepare` compares it: an IPoIB header's reserved field too, which
-    /// `Lro` ignores (RFC 4391 section 6).
+    /// anyone who needs reversibility.
     Gro,
     /// For an endpoint: everything `Gro` merges with the MSS rule relaxed, plus pure ACKs whose
     /// ACK number advances (superseded ACKs are released, the newest ACK, window and timestamps

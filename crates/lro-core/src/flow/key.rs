@@ -8,9 +8,9 @@ use crate::wire::{ethertype, protocol};
 
 /// The identity of a TCP flow as the engine compares it: every field that must be equal for two
 /// frames to be merged, whatever their hashes (Linux `gro_list_prepare` + `inet_gro_receive` /
-/// `ipv6_gro_receive` + `tcp_gro_lookup`): link kind, MAC addresses (under `Gro`, an IPoIB
-/// header's reserved field), VLAN tags (stripped and in-line), IP version, addresses, IPv6
-/// flow label and TCP ports. A tunnelled frame's key has its outer link layer and its inner
+/// `ipv6_gro_receive` + `tcp_gro_lookup`): link kind, MAC addresses (an IPoIB header's
+/// reserved field in their place), VLAN tags (stripped and in-line), IP version, addresses,
+/// IPv6 flow label and TCP ports. A tunnelled frame's key has its outer link layer and its inner
 /// IP and TCP identity; the outer IP and encapsulation identity is its
 /// [`TunnelKey`](crate::encap::TunnelKey).
 ///
@@ -31,7 +31,7 @@ pub struct FlowKey {
     /// Destination address, same layout.
     pub(crate) dst: u128,
     /// Destination MAC (bits 127..80), source MAC (79..32), source port (31..16), destination
-    /// port (15..0). An IPoIB key has no MAC addresses; under `Gro` its bits 127..112 hold the
+    /// port (15..0). An IPoIB key has no MAC addresses; its bits 127..112 hold the
     /// encapsulation header's reserved field ([`FlowKey::ipoib_reserved`]).
     pub(crate) l2_ports: u128,
     /// VLAN tags `TPID << 16 | TCI`: stripped (127..96), first in-line (95..64), second
@@ -205,12 +205,11 @@ impl FlowKey {
         [b[6], b[7], b[8], b[9], b[10], b[11]]
     }
 
-    /// The reserved field of the IPoIB encapsulation header (RFC 4391 section 6) when it is
-    /// part of the flow's identity: in the keys the engine makes under
-    /// [`Policy::Gro`](crate::Policy::Gro), which keeps frames whose link headers differ apart
-    /// as Linux GRO does (it compares the whole hard header). Zero otherwise: under
-    /// [`Policy::Lro`](crate::Policy::Lro) the field is ignored, as a receiver ignores it, and
-    /// other links have no such field.
+    /// The reserved field of the IPoIB encapsulation header (RFC 4391 section 6), zero for
+    /// other links. It is part of the flow's identity, as Linux GRO compares the whole hard
+    /// header: frames whose fields differ are not merged, so software GSO gives every frame
+    /// back as it came. (RFC 4391 has a sender write zero and a receiver ignore the field: a
+    /// sender that does not costs only aggregation.)
     pub fn ipoib_reserved(&self) -> u16 {
         if self.is_ipoib() {
             (self.l2_ports >> 112) as u16
@@ -221,8 +220,8 @@ impl FlowKey {
 
     /// The same key with the IPoIB reserved field `r` in its link identity (where an Ethernet
     /// key has its destination MAC's first two bytes; an IPoIB key has no MAC addresses).
-    #[inline(always)]
-    pub(crate) const fn with_ipoib_reserved(mut self, r: u16) -> Self {
+    #[cfg(test)]
+    const fn with_ipoib_reserved(mut self, r: u16) -> Self {
         self.l2_ports = (self.l2_ports & !(0xffff << 112)) | (r as u128) << 112;
         self
     }

@@ -273,9 +273,8 @@ fn make_flow(i: usize, seed: &FlowSeed, flows: &mut [FlowState], knobs: &Knobs) 
             3 => match &mut twin.link {
                 LinkSpec::Ethernet(eth) => eth.src[5] = 0x80 + i as u8,
                 // Linux GRO compares the whole hard header: IPoIB's reserved field too.
-                LinkSpec::Ipoib { reserved } if knobs.gro => *reserved = 0x100 + i as u16,
-                // No link identity to differ in (`Lro` ignores IPoIB's reserved field).
-                LinkSpec::RawIp | LinkSpec::Ipoib { .. } => twin.tcp.src_port = 20000 + i as u16,
+                LinkSpec::Ipoib { reserved } => *reserved = 0x100 + i as u16,
+                LinkSpec::RawIp => twin.tcp.src_port = 20000 + i as u16,
             },
             4 => match &mut twin.ip {
                 IpSpec::V6(ip) => ip.flow_label = 0x1000 + i as u32,

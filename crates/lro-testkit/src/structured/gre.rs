@@ -85,7 +85,8 @@ fn spec_of(tunnels: &[TunnelSetup; 4]) -> [GreSpec; 4] {
                 1 => g = g.vlan(TPID_8021Q, 3),
                 2 => g = g.vlan(TPID_8021AD, 4).vlan(TPID_8021Q, 5),
                 3 => g = g.raw_ip(),
-                4 => g = g.ipoib(0),
+                // The reserved field differs between tunnels of odd and even keys.
+                4 => g = g.ipoib(u16::from(t.key & 1 == 1)),
                 _ => {}
             }
             g

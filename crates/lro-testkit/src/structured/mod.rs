@@ -215,9 +215,7 @@ struct FlowState {
     rss: u32,
 }
 
-/// The flows of `setup`; `gro`: the input runs under `Policy::Gro` (which IPoIB twins can
-/// differ under).
-fn flow_states(setup: &Setup, gro: bool) -> Vec<FlowState> {
+fn flow_states(setup: &Setup) -> Vec<FlowState> {
     let mut out: Vec<FlowState> = Vec::with_capacity(4);
     for (i, t) in setup.flows.iter().enumerate() {
         let twin = if i > 0 { t.twin % 8 } else { 0 };
@@ -250,9 +248,8 @@ fn flow_states(setup: &Setup, gro: bool) -> Vec<FlowState> {
             3 => match &mut spec.link {
                 LinkSpec::Ethernet(eth) => eth.src[5] ^= 0x80,
                 // Linux GRO compares the whole hard header: IPoIB's reserved field too.
-                LinkSpec::Ipoib { reserved } if gro => *reserved ^= 0x0101,
-                // No link identity to differ in (`Lro` ignores IPoIB's reserved field).
-                LinkSpec::RawIp | LinkSpec::Ipoib { .. } => spec.tcp.dst_port ^= 0x10,
+                LinkSpec::Ipoib { reserved } => *reserved ^= 0x0101,
+                LinkSpec::RawIp => spec.tcp.dst_port ^= 0x10,
             },
             4 => {
                 // The previous flow turns into Ethernet with zero MACs and no tags; this one
@@ -341,7 +338,7 @@ fn finish_meta(
 
 /// Turns an input into frames and steps.
 pub fn build(input: &Input, config: &Config) -> Built {
-    let mut flows = flow_states(&input.setup, config.policy == Policy::Gro);
+    let mut flows = flow_states(&input.setup);
     let mut built = Built::default();
     let mut now: u64 = 0;
     for op in input.ops.iter().take(256) {
