@@ -199,6 +199,58 @@ impl Default for LinkSpec {
     }
 }
 
+impl LinkSpec {
+    /// Length of the link header (0 for raw IP, 4 for IPoIB).
+    pub fn header_len(&self) -> usize {
+        match self {
+            Self::Ethernet(eth) => eth.header_len(),
+            Self::RawIp => 0,
+            Self::Ipoib { .. } => 4,
+        }
+    }
+
+    /// Adds an in-line VLAN tag after any existing ones (at most two); a raw IP or IPoIB link
+    /// becomes Ethernet.
+    ///
+    /// # Panics
+    /// If two tags are already present.
+    pub fn push_vlan(&mut self, tpid: u16, tci: u16) {
+        if !matches!(self, Self::Ethernet(_)) {
+            *self = Self::default();
+        }
+        if let Self::Ethernet(eth) = self {
+            let n = eth.vlan_count();
+            assert!(n < 2, "at most two VLAN tags");
+            eth.vlans[n] = Some(VlanTag { tpid, tci });
+        }
+    }
+
+    /// Writes the link header of a packet of `ethertype` to the start of `buf` (at least
+    /// [`LinkSpec::header_len`] bytes); returns its length.
+    pub fn write(&self, buf: &mut [u8], ethertype: u16) -> usize {
+        match self {
+            Self::Ethernet(eth) => {
+                buf[0..6].copy_from_slice(&eth.dst);
+                buf[6..12].copy_from_slice(&eth.src);
+                let mut at = 12;
+                for tag in eth.vlans.iter().map_while(|v| v.as_ref()) {
+                    put16(buf, at, tag.tpid);
+                    put16(buf, at + 2, tag.tci);
+                    at += 4;
+                }
+                put16(buf, at, ethertype);
+                at + 2
+            }
+            Self::RawIp => 0,
+            Self::Ipoib { reserved } => {
+                put16(buf, 0, ethertype);
+                put16(buf, 2, *reserved);
+                4
+            }
+        }
+    }
+}
+
 /// An IPv4 header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv4Spec {
@@ -569,14 +621,7 @@ impl<'a> FrameSpec<'a> {
     /// # Panics
     /// If two tags are already present.
     pub fn vlan(mut self, tpid: u16, tci: u16) -> Self {
-        if !matches!(self.link, LinkSpec::Ethernet(_)) {
-            self.link = LinkSpec::default();
-        }
-        if let LinkSpec::Ethernet(eth) = &mut self.link {
-            let n = eth.vlan_count();
-            assert!(n < 2, "at most two VLAN tags");
-            eth.vlans[n] = Some(VlanTag { tpid, tci });
-        }
+        self.link.push_vlan(tpid, tci);
         self
     }
 
@@ -588,11 +633,7 @@ impl<'a> FrameSpec<'a> {
 
     /// Length of the link header (0 for raw IP, 4 for IPoIB).
     pub fn link_len(&self) -> usize {
-        match &self.link {
-            LinkSpec::Ethernet(eth) => eth.header_len(),
-            LinkSpec::RawIp => 0,
-            LinkSpec::Ipoib { .. } => 4,
-        }
+        self.link.header_len()
     }
 
     /// Length of the IP datagram (IP header to the end of the payload).
@@ -622,30 +663,12 @@ impl<'a> FrameSpec<'a> {
             return Err(BufferTooSmall { needed: total });
         }
         let buf = &mut buf[..total];
-        let mut at = 0;
-
         // Link layer.
         let ethertype: u16 = match self.ip {
             IpSpec::V4(_) => 0x0800,
             IpSpec::V6(_) => 0x86dd,
         };
-        if let LinkSpec::Ethernet(eth) = &self.link {
-            buf[0..6].copy_from_slice(&eth.dst);
-            buf[6..12].copy_from_slice(&eth.src);
-            at = 12;
-            for tag in eth.vlans.iter().map_while(|v| v.as_ref()) {
-                put16(buf, at, tag.tpid);
-                put16(buf, at + 2, tag.tci);
-                at += 4;
-            }
-            put16(buf, at, ethertype);
-            at += 2;
-        }
-        if let LinkSpec::Ipoib { reserved } = self.link {
-            put16(buf, 0, ethertype);
-            put16(buf, 2, reserved);
-            at = 4;
-        }
+        let mut at = self.link.write(buf, ethertype);
 
         // Network layer.
         let ip_start = at;

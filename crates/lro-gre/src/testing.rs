@@ -29,7 +29,7 @@
 use core::fmt;
 
 use lro_core::testing::{
-    ones_complement_sum, Bytes, EthernetSpec, IpSpec, Ipv4Spec, Ipv6Spec, LinkSpec, VlanTag,
+    ones_complement_sum, Bytes, EthernetSpec, IpSpec, Ipv4Spec, Ipv6Spec, LinkSpec,
 };
 
 use crate::wire::{field, flags, Protocol, HEADER_LEN};
@@ -186,14 +186,7 @@ impl GreSpec {
     /// # Panics
     /// If two tags are already present.
     pub fn vlan(mut self, tpid: u16, tci: u16) -> Self {
-        if !matches!(self.link, LinkSpec::Ethernet(_)) {
-            self.link = LinkSpec::Ethernet(EthernetSpec::default());
-        }
-        if let LinkSpec::Ethernet(eth) = &mut self.link {
-            let n = eth.vlan_count();
-            assert!(n < 2, "at most two VLAN tags");
-            eth.vlans[n] = Some(VlanTag { tpid, tci });
-        }
+        self.link.push_vlan(tpid, tci);
         self
     }
 
@@ -219,11 +212,7 @@ impl GreSpec {
 
     /// Length of the outer link header.
     pub fn link_len(&self) -> usize {
-        match &self.link {
-            LinkSpec::Ethernet(eth) => eth.header_len(),
-            LinkSpec::RawIp => 0,
-            LinkSpec::Ipoib { .. } => 4,
-        }
+        self.link.header_len()
     }
 
     /// Length of the GRE header these flags announce.
@@ -320,28 +309,11 @@ impl GreSpec {
         }
         let out = &mut out[..total];
         let len = self.length_field(bytes.len())?;
-        let mut at = 0;
         let ethertype: u16 = match self.ip {
             IpSpec::V4(_) => 0x0800,
             IpSpec::V6(_) => 0x86dd,
         };
-        if let LinkSpec::Ethernet(eth) = &self.link {
-            out[0..6].copy_from_slice(&eth.dst);
-            out[6..12].copy_from_slice(&eth.src);
-            at = 12;
-            for tag in eth.vlans.iter().map_while(|v| v.as_ref()) {
-                put16(out, at, tag.tpid);
-                put16(out, at + 2, tag.tci);
-                at += 4;
-            }
-            put16(out, at, ethertype);
-            at += 2;
-        }
-        if let LinkSpec::Ipoib { reserved } = self.link {
-            put16(out, 0, ethertype);
-            put16(out, 2, reserved);
-            at = 4;
-        }
+        let mut at = self.link.write(out, ethertype);
         match &self.ip {
             IpSpec::V4(v4) => {
                 let hl = v4.header_len();
