@@ -133,9 +133,9 @@ pub(crate) struct Record {
     pub(crate) offset: usize,
     /// Captured length.
     pub(crate) len: usize,
-    /// Length on the wire (the record's original length): more than `len` when the capture
-    /// cut the frame at its snap length.
-    pub(crate) wire_len: usize,
+    /// Bytes of the frame on the wire that the capture left out (it cut the frame at its snap
+    /// length: the record's original length less `len`).
+    pub(crate) cut: usize,
     /// How the engine sees it.
     pub(crate) class: FrameClass,
 }
@@ -277,7 +277,7 @@ impl Capture {
             ts_ns,
             offset: self.bytes.len(),
             len: frame.len(),
-            wire_len: frame.len().max(wire_len as usize),
+            cut: (wire_len as usize).saturating_sub(frame.len()),
             class: link.classify(frame),
         });
         self.max_len = self.max_len.max(frame.len());

@@ -47,7 +47,7 @@ impl Frame {
         self.skip = skip.min(self.buf.len());
         self.ts_ns = r.ts_ns;
         self.index = index;
-        self.cut = r.wire_len.saturating_sub(r.len);
+        self.cut = r.cut;
     }
 }
 
