@@ -16,32 +16,32 @@ fn configs() -> Vec<(&'static str, SimConfig)> {
         c
     };
     let huge = u64::MAX / 100;
+    // Each parameter set far beyond what fits in picoseconds.
+    let cases: [(&str, fn(&mut SimConfig, u64)); 7] = [
+        ("latency_ns", |c, v| c.latency_ns = v),
+        ("irq_delay_ns", |c, v| c.irq_delay_ns = v),
+        ("app_ns", |c, v| c.app_ns = v),
+        ("app_ns_per_kib", |c, v| c.app_ns_per_kib = v),
+        ("rnr_timer_ns", |c, v| {
+            c.rnr_retry = 1;
+            c.rnr_timer_ns = v;
+        }),
+        ("reconnect_ns, tcp_rto_ns", |c, v| {
+            c.reconnect_ns = v;
+            c.tcp_rto_ns = v;
+        }),
+        ("costs", |c, _| {
+            c.costs.handup_ps = u64::MAX;
+            c.costs.fixed_ps = u64::MAX;
+        }),
+    ];
     let mut out = Vec::new();
     for tcp in [false, true] {
-        let mut c = base(tcp);
-        c.latency_ns = huge;
-        out.push(("latency_ns", c));
-        let mut c = base(tcp);
-        c.irq_delay_ns = huge;
-        out.push(("irq_delay_ns", c));
-        let mut c = base(tcp);
-        c.app_ns = huge;
-        out.push(("app_ns", c));
-        let mut c = base(tcp);
-        c.app_ns_per_kib = huge;
-        out.push(("app_ns_per_kib", c));
-        let mut c = base(tcp);
-        c.rnr_retry = 1;
-        c.rnr_timer_ns = huge;
-        out.push(("rnr_timer_ns", c));
-        let mut c = base(tcp);
-        c.reconnect_ns = huge;
-        c.tcp_rto_ns = huge;
-        out.push(("reconnect_ns, tcp_rto_ns", c));
-        let mut c = base(tcp);
-        c.costs.handup_ps = u64::MAX;
-        c.costs.fixed_ps = u64::MAX;
-        out.push(("costs", c));
+        for (what, set) in cases {
+            let mut c = base(tcp);
+            set(&mut c, huge);
+            out.push((what, c));
+        }
     }
     out
 }

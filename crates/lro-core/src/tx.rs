@@ -829,6 +829,32 @@ mod tests {
 
     type Q = TxQueue<Buf, 4>;
 
+    /// An ACK that ends exactly where a super-segment ends leaves the next one untouched:
+    /// nothing of it is ACKed, no offset is recorded, and `TxStats::partial_acks` ("ACKs that
+    /// ended inside a super-segment") does not count it.
+    #[test]
+    fn an_ack_at_a_super_segment_boundary_is_not_a_partial_ack() {
+        let mut q = Q::new(1000, LinkKind::Ethernet);
+        let _t0 = q.push(seg(0, 1000, 100, TCP_ACK)).unwrap();
+        let _t1 = q.push(seg(1, 1100, 100, TCP_ACK)).unwrap();
+        // The first super-segment exactly: it is ACKed whole (held, the NIC still owns it),
+        // the second not at all.
+        assert_eq!(
+            q.ack(1100, |_| panic!("still owned by the NIC")),
+            Ok(AckOutcome::Advanced { released: 0 })
+        );
+        let e: Vec<_> = q.entries().map(|e| (e.acked, e.seq_len)).collect();
+        assert_eq!(e, [(100, 100), (0, 100)]);
+        assert_eq!(
+            q.stats().partial_acks,
+            0,
+            "no ACK ended inside a super-segment"
+        );
+        // One that does end inside the second is counted.
+        q.ack(1150, |_| panic!("still owned by the NIC")).unwrap();
+        assert_eq!(q.stats().partial_acks, 1);
+    }
+
     #[test]
     fn partial_ack_before_completion_records_offset_only() {
         let mut q = Q::new(u32::MAX - 100, LinkKind::Ethernet);

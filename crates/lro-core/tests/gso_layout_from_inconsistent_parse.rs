@@ -17,36 +17,24 @@ fn segment_with(p: &Parsed, frame: &[u8]) -> Result<usize, GsoError> {
 }
 
 #[test]
-fn a_tcp_offset_past_the_headers_is_refused_not_a_panic() {
-    // TCP header "at" 60 of a 40-byte header stack.
-    let p = Parsed {
-        l3: 0,
-        l4: 60,
-        payload: 40,
-        ..Parsed::EMPTY
-    };
-    let frame = [0u8; 40];
-    assert_eq!(
-        Layout::from_parsed(&p, &frame).err(),
-        Some(GsoError::Invalid)
-    );
-    assert_eq!(segment_with(&p, &frame), Err(GsoError::Invalid));
-}
-
-#[test]
-fn a_tcp_header_shorter_than_20_bytes_is_refused() {
-    // 10 bytes between the TCP offset and the payload: no room for the flags byte's header.
-    let p = Parsed {
-        l3: 0,
-        l4: 30,
-        payload: 40,
-        ..Parsed::EMPTY
-    };
-    let frame = [0u8; 40];
-    assert_eq!(
-        Layout::from_parsed(&p, &frame).err(),
-        Some(GsoError::Invalid)
-    );
+fn offsets_that_are_not_a_header_stack_are_refused_not_a_panic() {
+    // (TCP offset, payload offset) in a 40-byte frame: the TCP header "at" 60, past the
+    // payload; 10 bytes between them, no room for a TCP header.
+    for (l4, payload) in [(60, 40), (30, 40)] {
+        let p = Parsed {
+            l3: 0,
+            l4,
+            payload,
+            ..Parsed::EMPTY
+        };
+        let frame = [0u8; 40];
+        assert_eq!(
+            Layout::from_parsed(&p, &frame).err(),
+            Some(GsoError::Invalid),
+            "l4 {l4}"
+        );
+        assert_eq!(segment_with(&p, &frame), Err(GsoError::Invalid), "l4 {l4}");
+    }
 }
 
 proptest! {

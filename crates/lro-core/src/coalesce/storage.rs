@@ -217,8 +217,9 @@ pub(crate) struct Sums {
     pub(crate) folded: u16,
     /// Header prediction's frames at even offsets
     /// ([`PayloadSum::Negated`](super::predict::PayloadSum::Negated)): the sum of their varying
-    /// header words, unfolded, native byte order, and their number. With `negated_frames * sum_base` added, the negation of the
-    /// sum of their payload; folded once at delivery.
+    /// header words, unfolded, native byte order, and their number. With
+    /// `negated_frames * sum_base` added, the negation of the sum of their payload; folded
+    /// once at delivery.
     pub(crate) negated_acc: u64,
     pub(crate) negated_frames: u16,
     /// Whether the sums cover every frame: not when a hardware-verified frame arrived under
