@@ -4,6 +4,12 @@
 
 use drivers_ipoib::sim::{Costs, SimConfig, Simulation};
 
+/// A delay far beyond what fits in picoseconds.
+const HUGE: u64 = u64::MAX / 100;
+
+/// A named change to a configuration.
+type Case = (&'static str, fn(&mut SimConfig));
+
 fn configs() -> Vec<(&'static str, SimConfig)> {
     let base = |tcp: bool| {
         let mut c = if tcp {
@@ -15,22 +21,20 @@ fn configs() -> Vec<(&'static str, SimConfig)> {
         c.copybreak = None; // RNR NAKs and resets, so every delay is taken
         c
     };
-    let huge = u64::MAX / 100;
-    // Each parameter set far beyond what fits in picoseconds.
-    let cases: [(&str, fn(&mut SimConfig, u64)); 7] = [
-        ("latency_ns", |c, v| c.latency_ns = v),
-        ("irq_delay_ns", |c, v| c.irq_delay_ns = v),
-        ("app_ns", |c, v| c.app_ns = v),
-        ("app_ns_per_kib", |c, v| c.app_ns_per_kib = v),
-        ("rnr_timer_ns", |c, v| {
+    let cases: [Case; 7] = [
+        ("latency_ns", |c| c.latency_ns = HUGE),
+        ("irq_delay_ns", |c| c.irq_delay_ns = HUGE),
+        ("app_ns", |c| c.app_ns = HUGE),
+        ("app_ns_per_kib", |c| c.app_ns_per_kib = HUGE),
+        ("rnr_timer_ns", |c| {
             c.rnr_retry = 1;
-            c.rnr_timer_ns = v;
+            c.rnr_timer_ns = HUGE;
         }),
-        ("reconnect_ns, tcp_rto_ns", |c, v| {
-            c.reconnect_ns = v;
-            c.tcp_rto_ns = v;
+        ("reconnect_ns, tcp_rto_ns", |c| {
+            c.reconnect_ns = HUGE;
+            c.tcp_rto_ns = HUGE;
         }),
-        ("costs", |c, _| {
+        ("costs", |c| {
             c.costs.handup_ps = u64::MAX;
             c.costs.fixed_ps = u64::MAX;
         }),
@@ -39,7 +43,7 @@ fn configs() -> Vec<(&'static str, SimConfig)> {
     for tcp in [false, true] {
         for (what, set) in cases {
             let mut c = base(tcp);
-            set(&mut c, huge);
+            set(&mut c);
             out.push((what, c));
         }
     }
