@@ -8,7 +8,10 @@
 //! (which includes draining the socket and coalescing) per KB sent, with ACK merging off and
 //! on, in alternating runs of one test. The `sendto` kicks that make the kernel send what
 //! smoltcp queued (on veth the receiver's softirq work runs inside them) happen outside the
-//! measured polls and are reported apart. Timing is reported, never asserted.
+//! measured polls and are reported apart. Timing is reported, never asserted, and compared with
+//! the seed's target (at least 20% lower) only in an optimised build (`cargo test --release -p
+//! drivers-myri --all-features --test xdp_ack_merge -- --nocapture`): in a debug build smoltcp's
+//! and lro's unoptimised code dominate both modes alike.
 //!
 //! Prints `xdp-ack-merge: <acks in> acks -> <acks to smoltcp>, service demand <off> -> <on>
 //! us/KB`. Needs root, `ip`, `ethtool` and AF_XDP; skips with a printed reason otherwise.
@@ -303,10 +306,17 @@ fn seed_000_ack_merging_cuts_smoltcp_sender_cost() {
         "xdp-ack-merge: {acks_in} acks -> {acks_to}, service demand {sd_off:.3} -> {sd_on:.3} us/KB"
     );
     println!(
-        "  medians over {runs_per_mode} alternating runs per mode ({tx_frames} TX frames); on/off {:.2} (paired median {:.2}): {} the 20% target",
+        "  medians over {runs_per_mode} alternating runs per mode ({tx_frames} TX frames); on/off {:.2} (paired median {:.2}): {}",
         sd_on / sd_off,
         paired,
-        if sd_on <= 0.8 * sd_off { "meets" } else { "misses" }
+        if cfg!(debug_assertions) {
+            // smoltcp's and lro's unoptimised code then dominates both modes alike.
+            "an unoptimised build, not comparable with the 20% target (rerun with --release)"
+        } else if sd_on <= 0.8 * sd_off {
+            "meets the 20% target"
+        } else {
+            "misses the 20% target"
+        }
     );
     // Where the saving comes from: poll CPU saved per pure ACK kept from smoltcp (paired runs),
     // against poll CPU per data segment sent. Their quotient, times the ACKs per segment, is
