@@ -833,13 +833,12 @@ pub fn pseudo_header_sum_v6(src: [u8; 16], dst: [u8; 16], tcp_len: u32) -> u16 {
     add16(s, ones_complement_sum(&tcp_len.to_be_bytes()))
 }
 
-/// The CHECKSUM_COMPLETE value a NIC would report for `frame` (see
+/// The CHECKSUM_COMPLETE value a NIC would report for `frame` of `link` (see
 /// [`RxChecksum::Complete`](crate::RxChecksum::Complete)): the folded sum of every byte after
-/// the 14-byte Ethernet header (in-line VLAN tags and padding included), or of the whole
-/// frame when `ethernet` is false.
-pub fn complete_checksum(frame: &[u8], ethernet: bool) -> u16 {
-    let start = if ethernet { 14.min(frame.len()) } else { 0 };
-    ones_complement_sum(&frame[start..])
+/// the link header ([`LinkKind::header_len`](crate::LinkKind::header_len): in-line VLAN tags
+/// and padding included).
+pub fn complete_checksum(frame: &[u8], link: crate::LinkKind) -> u16 {
+    ones_complement_sum(&frame[link.header_len().min(frame.len())..])
 }
 
 /// True when `padding` is checksum-neutral: its ones'-complement sum is zero (`0x0000` or
@@ -1128,7 +1127,7 @@ mod tests {
         let s = FrameSpec::ipv4_tcp(1, 2).payload(&payload);
         let f = build(&s);
         assert_eq!(
-            complete_checksum(&f, true),
+            complete_checksum(&f, crate::LinkKind::Ethernet),
             add16(0xffff, ones_complement_sum(&f[34..]))
         );
     }

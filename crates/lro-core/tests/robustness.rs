@@ -337,11 +337,8 @@ fn run_all(inputs: &[In], ops: &[Op]) {
 /// The metadata variants a frame is offered with: unverified, and CHECKSUM_COMPLETE with the
 /// true sum (a NIC that lies is out of scope).
 fn metas(bytes: &[u8], link: LinkKind) -> [RxMeta; 2] {
-    let base = match link {
-        LinkKind::RawIp => RxMeta::raw_ip(0),
-        _ => RxMeta::ethernet(0),
-    };
-    let complete = testing::complete_checksum(bytes, link == LinkKind::Ethernet);
+    let base = RxMeta::new(link, 0);
+    let complete = testing::complete_checksum(bytes, link);
     [base, base.with_checksum(RxChecksum::Complete(complete))]
 }
 

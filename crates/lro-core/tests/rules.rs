@@ -4,7 +4,7 @@
 #![cfg(feature = "test-utils")]
 
 use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_ECE, TCP_PSH};
-use lro_core::{Config, Engine, RxChecksum, RxMeta, Segment, Sink, Sizes, Verdict};
+use lro_core::{Config, Engine, LinkKind, RxChecksum, RxMeta, Segment, Sink, Sizes, Verdict};
 
 /// What the sink saw: the frames of each segment (head first, as rewritten), and the
 /// released frames.
@@ -381,7 +381,9 @@ fn run_csum(
         RxMeta::ethernet(0).with_checksum(match csum {
             Csum::Verified => RxChecksum::Verified,
             Csum::Software => RxChecksum::None,
-            Csum::Complete => RxChecksum::Complete(lro_core::testing::complete_checksum(f, true)),
+            Csum::Complete => {
+                RxChecksum::Complete(lro_core::testing::complete_checksum(f, LinkKind::Ethernet))
+            }
         })
     };
     let mut engine: Engine<Vec<u8>, Sizes<4, 16>> =

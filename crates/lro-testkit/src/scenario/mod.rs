@@ -613,8 +613,6 @@ fn build_frame(
         bytes.truncate(usize::from(step.a) % bytes.len());
         malformed = true;
     }
-    // A NIC's CHECKSUM_COMPLETE sum starts after the link header.
-    let link_len = st.meta.link.header_len().min(bytes.len());
     let mut meta = st.meta;
     meta.time = now;
     meta.rss = match knobs.hash_mode % 4 {
@@ -635,7 +633,7 @@ fn build_frame(
     meta.checksum = match m >> 6 {
         _ if knobs.verified && !corrupt => RxChecksum::Verified,
         1 if !corrupt => RxChecksum::Verified,
-        2 => RxChecksum::Complete(testing::ones_complement_sum(&bytes[link_len..])),
+        2 => RxChecksum::Complete(testing::complete_checksum(&bytes, st.meta.link)),
         _ => RxChecksum::None,
     };
     let valid = !noise && !malformed && !corrupt && !fragment && !ip_opts;
