@@ -200,12 +200,20 @@ impl Default for LinkSpec {
 }
 
 impl LinkSpec {
+    /// The link kind a receiver announces for such frames ([`RxMeta::new`](crate::RxMeta::new)).
+    pub fn kind(&self) -> crate::LinkKind {
+        match self {
+            Self::Ethernet(_) => crate::LinkKind::Ethernet,
+            Self::RawIp => crate::LinkKind::RawIp,
+            Self::Ipoib { .. } => crate::LinkKind::Ipoib,
+        }
+    }
+
     /// Length of the link header (0 for raw IP, 4 for IPoIB).
     pub fn header_len(&self) -> usize {
         match self {
             Self::Ethernet(eth) => eth.header_len(),
-            Self::RawIp => 0,
-            Self::Ipoib { .. } => 4,
+            _ => self.kind().header_len(),
         }
     }
 
@@ -874,8 +882,7 @@ mod tests {
     fn verify(spec: &FrameSpec<'_>, frame: &[u8]) -> (bool, bool) {
         let p = match spec.link {
             LinkSpec::Ethernet(_) => SlicedPacket::from_ethernet(frame),
-            LinkSpec::RawIp => SlicedPacket::from_ip(frame),
-            LinkSpec::Ipoib { .. } => SlicedPacket::from_ip(&frame[4..]),
+            link => SlicedPacket::from_ip(&frame[link.header_len()..]),
         }
         .expect("etherparse parses the frame");
         if let LinkSpec::Ethernet(eth) = &spec.link {

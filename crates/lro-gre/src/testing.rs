@@ -577,9 +577,8 @@ mod tests {
         ] {
             let b = wrap(&spec, InnerFrame::Ethernet(&frame));
             let p = match spec.link {
-                LinkSpec::RawIp => etherparse::SlicedPacket::from_ip(&b),
-                LinkSpec::Ipoib { .. } => etherparse::SlicedPacket::from_ip(&b[4..]),
                 LinkSpec::Ethernet(_) => etherparse::SlicedPacket::from_ethernet(&b),
+                link => etherparse::SlicedPacket::from_ip(&b[link.header_len()..]),
             }
             .unwrap();
             if let LinkSpec::Ipoib { reserved } = spec.link {

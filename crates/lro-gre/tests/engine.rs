@@ -97,11 +97,7 @@ impl Flow {
     }
 
     fn meta(&self) -> RxMeta {
-        match self.gre.link {
-            lro_core::testing::LinkSpec::RawIp => RxMeta::raw_ip(0),
-            lro_core::testing::LinkSpec::Ipoib { .. } => RxMeta::ipoib(0),
-            lro_core::testing::LinkSpec::Ethernet(_) => RxMeta::ethernet(0),
-        }
+        RxMeta::new(self.gre.link.kind(), 0)
     }
 }
 

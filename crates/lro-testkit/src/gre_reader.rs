@@ -147,9 +147,8 @@ fn gre_fields(g: &[u8]) -> Option<(usize, u16, u16, Option<u32>)> {
 /// `None` for anything else.
 pub fn read(b: &[u8], meta: &RxMeta) -> Option<Read> {
     let outer = match meta.link {
-        lro_core::LinkKind::RawIp => SlicedPacket::from_ip(b),
-        lro_core::LinkKind::Ipoib => SlicedPacket::from_ip(b.get(4..)?),
-        _ => SlicedPacket::from_ethernet(b),
+        lro_core::LinkKind::Ethernet => SlicedPacket::from_ethernet(b),
+        link => SlicedPacket::from_ip(b.get(link.header_len()..)?),
     }
     .ok()?;
     let (outer_l3, outer_v6, src, dst, label, gre_bytes, outer_ip_ok, ttl, oid) = match outer.net? {

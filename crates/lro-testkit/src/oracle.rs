@@ -674,13 +674,3 @@ pub fn tcp_of_gre(b: &[u8], meta: &RxMeta) -> Option<Tcp> {
         _ => None,
     }
 }
-
-/// The CHECKSUM_COMPLETE value a NIC reports: the sum from the end of the link header (14-byte
-/// Ethernet, 4-byte IPoIB; raw IP: from the start) to the end of the frame.
-pub fn complete_sum(b: &[u8], link: LinkKind) -> u16 {
-    match link {
-        LinkKind::Ethernet => sum(b.get(14..).unwrap_or(&[])),
-        LinkKind::Ipoib => sum(b.get(4..).unwrap_or(&[])),
-        _ => sum(b),
-    }
-}

@@ -370,9 +370,8 @@ fn check_rewritten(
 ) -> Result<(), String> {
     let head = &sc.inputs[ids[0]];
     let p = match head.meta.link {
-        lro_core::LinkKind::RawIp => SlicedPacket::from_ip(bytes),
-        lro_core::LinkKind::Ipoib => SlicedPacket::from_ip(bytes.get(4..).unwrap_or_default()),
-        _ => SlicedPacket::from_ethernet(bytes),
+        lro_core::LinkKind::Ethernet => SlicedPacket::from_ethernet(bytes),
+        link => SlicedPacket::from_ip(bytes.get(link.header_len()..).unwrap_or_default()),
     }
     .map_err(|e| format!("segment {ids:?} does not parse: {e:?}"))?;
     let Some(TransportSlice::Tcp(tcp)) = &p.transport else {

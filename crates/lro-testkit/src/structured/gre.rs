@@ -9,7 +9,7 @@
 //! canonical checksums is split by `resegment_with::<Gre>` back into them byte for byte.
 
 use arbitrary::Arbitrary;
-use lro_core::testing::{LinkSpec, TPID_8021AD, TPID_8021Q};
+use lro_core::testing::{TPID_8021AD, TPID_8021Q};
 use lro_core::{Config, Engine, LinkKind, RxChecksum, RxMeta, Sizes};
 use lro_gre::testing::{GreSpec, InnerFrame, OuterId, Tunnel};
 use lro_gre::Gre;
@@ -152,9 +152,8 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
         };
         let inner = match f.meta.link {
             LinkKind::Ethernet => InnerFrame::Ethernet(&f.bytes),
-            // The IP packet, without the encapsulation header.
-            LinkKind::Ipoib => InnerFrame::Ip(f.bytes.get(4..).unwrap_or_default()),
-            _ => InnerFrame::Ip(&f.bytes),
+            // The IP packet, without an IPoIB encapsulation header.
+            link => InnerFrame::Ip(f.bytes.get(link.header_len()..).unwrap_or_default()),
         };
         let wrapped = ti.and_then(|ti| {
             let t = &mut tunnels[ti];
@@ -173,12 +172,10 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
                 _ => {}
             }
             let r = t.wrap(inner, &mut buf).ok().map(|len| {
-                let meta = match t.spec.link {
-                    LinkSpec::RawIp => RxMeta::raw_ip(f.meta.time),
-                    LinkSpec::Ipoib { .. } => RxMeta::ipoib(f.meta.time),
-                    LinkSpec::Ethernet(_) => RxMeta::ethernet(f.meta.time),
-                };
-                (buf[..len].to_vec(), meta)
+                (
+                    buf[..len].to_vec(),
+                    RxMeta::new(t.spec.link.kind(), f.meta.time),
+                )
             });
             t.spec = saved;
             r
@@ -195,8 +192,8 @@ pub fn build(input: &GreInput, config: &Config) -> Built {
         // right), CHECKSUM_COMPLETE right, or off by the same amount.
         let tcp = oracle::tcp_of_gre(&bytes, &meta);
         let good = oracle::checksums_ok(&bytes, tcp.as_ref());
-        let complete = oracle::complete_sum(&bytes, meta.link);
-        let plain_complete = oracle::complete_sum(&f.bytes, f.meta.link);
+        let complete = lro_core::testing::complete_checksum(&bytes, meta.link);
+        let plain_complete = lro_core::testing::complete_checksum(&f.bytes, f.meta.link);
         meta.checksum = match f.meta.checksum {
             RxChecksum::Verified if good => RxChecksum::Verified,
             RxChecksum::Complete(c) if c == plain_complete => RxChecksum::Complete(complete),
