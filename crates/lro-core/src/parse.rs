@@ -460,10 +460,10 @@ fn link(frame: &[u8], meta: &RxMeta) -> Result<(usize, u128, u128, u16), Unparse
                 .first_chunk::<{ ipoib::HEADER_LEN }>()
                 .ok_or_else(malformed)?;
             // No MAC addresses; the reserved field in their place (see `FlowKey::ipoib_reserved`).
-            let reserved = u128::from(u16::from_be_bytes([h[2], h[3]])) << 112;
+            let link = FlowKey::ipoib_link(u16::from_be_bytes([h[2], h[3]]));
             Ok((
                 ipoib::HEADER_LEN,
-                reserved,
+                link,
                 tags,
                 u16::from_be_bytes([h[0], h[1]]),
             ))

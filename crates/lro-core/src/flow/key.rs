@@ -6,6 +6,9 @@ use crate::csum::PseudoHeader;
 use crate::meta::LinkKind;
 use crate::wire::{ethertype, protocol};
 
+/// Where an IPoIB key's link word holds the encapsulation header's reserved field.
+const IPOIB_RESERVED_AT: u32 = 112;
+
 /// The identity of a TCP flow as the engine compares it: every field that must be equal for two
 /// frames to be merged, whatever their hashes (Linux `gro_list_prepare` + `inet_gro_receive` /
 /// `ipv6_gro_receive` + `tcp_gro_lookup`): link kind, MAC addresses (an IPoIB header's
@@ -183,6 +186,13 @@ impl FlowKey {
         (self.tags & 0xf_ffff) as u32
     }
 
+    /// The link word (`l2_ports` without ports) of an IPoIB key whose encapsulation header has
+    /// the reserved field `r`: where an Ethernet key has its destination MAC's first two bytes.
+    #[inline(always)]
+    pub(crate) const fn ipoib_link(r: u16) -> u128 {
+        (r as u128) << IPOIB_RESERVED_AT
+    }
+
     /// Whether the key's link layer is IPoIB (its link identity is then the encapsulation
     /// header's reserved field, if anything: see [`FlowKey::ipoib_reserved`]).
     #[inline]
@@ -212,7 +222,7 @@ impl FlowKey {
     /// sender that does not costs only aggregation.)
     pub fn ipoib_reserved(&self) -> u16 {
         if self.is_ipoib() {
-            (self.l2_ports >> 112) as u16
+            (self.l2_ports >> IPOIB_RESERVED_AT) as u16
         } else {
             0
         }
@@ -222,7 +232,7 @@ impl FlowKey {
     /// key has its destination MAC's first two bytes; an IPoIB key has no MAC addresses).
     #[cfg(test)]
     const fn with_ipoib_reserved(mut self, r: u16) -> Self {
-        self.l2_ports = (self.l2_ports & !(0xffff << 112)) | (r as u128) << 112;
+        self.l2_ports = (self.l2_ports & !Self::ipoib_link(0xffff)) | Self::ipoib_link(r);
         self
     }
 
