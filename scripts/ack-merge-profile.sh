@@ -89,22 +89,22 @@ for mode in ("off", "on"):
         first = next((k for k in map(kind, frames) if k), "other")
         if first == "smoltcp tx" and frames[0].startswith("__mem"):
             first = "payload copy"
-        elif first in ("smoltcp tx", "smoltcp rx") and any("checksum::" in f or "fill_checksum" in f for f in frames[:4]):
-            first = "tx checksum" if first == "smoltcp tx" else first
+        elif first == "smoltcp tx" and any("checksum::" in f or "fill_checksum" in f for f in frames[:4]):
+            first = "tx checksum"
         counts[first] += 1
     rows[mode] = (per_segment, total, counts)
+def ns(mode, name):
+    """ns per segment of `name`: its share of the mode's samples times the measured poll CPU."""
+    per_segment, total, counts = rows[mode]
+    return per_segment * counts[name] / max(total, 1)
 print("ns of smoltcp poll CPU per data segment sent (perf samples inside Interface::poll)")
 print(f"{'':<14}{'merging off':>13}{'merging on':>12}")
 for name in names:
-    cells = []
-    for mode in ("off", "on"):
-        per_segment, total, counts = rows[mode]
-        cells.append(per_segment * counts[name] / max(total, 1))
-    print(f"{name:<14}{cells[0]:>13.0f}{cells[1]:>12.0f}")
+    print(f"{name:<14}{ns('off', name):>13.0f}{ns('on', name):>12.0f}")
 print(f"{'total':<14}{rows['off'][0]:>13.0f}{rows['on'][0]:>12.0f}")
 print(f"{'samples':<14}{rows['off'][1]:>13}{rows['on'][1]:>12}")
 off, on = rows["off"][0], rows["on"][0]
 print(f"on/off {on / off:.2f}; without the payload copy and the tx checksum in either mode: ", end="")
-strip = lambda mode: sum(rows[mode][0] * rows[mode][2][n] / max(rows[mode][1], 1) for n in ("payload copy", "tx checksum"))
+strip = lambda mode: ns(mode, "payload copy") + ns(mode, "tx checksum")
 print(f"{(on - strip('on')) / (off - strip('off')):.2f}")
 PY
