@@ -466,8 +466,8 @@ where
     /// its padding, with a zero-extended copy of its TCP header (20 bytes). Until 2026-11 it
     /// predicted a zero-extended copy of the whole frame: 23 to 25% slower per such ACK in
     /// `lro bench` (56 against 44 ns, trusted checksums; 69 against 52 verified), for about as
-    /// many instructions, which is the cost of reading 16-byte blocks back from a copy just
-    /// written. Out of line, and asked only for a miss whose template has no timestamps: asked
+    /// many instructions (most likely stalls of the 16-byte loads of blocks the copy had just
+    /// stored). Out of line, and asked only for a miss whose template has no timestamps: asked
     /// before `predict`, or of every short miss (SACK ACKs), it cost the other frames 2 to 65
     /// instructions each, measured; this way none.
     #[cold]
