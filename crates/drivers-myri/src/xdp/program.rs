@@ -346,8 +346,7 @@ impl XdpProgram {
             }
         }
 
-        let map = sys::create_xskmap(queues, "lro_xsks")
-            .map_err(|e| bpf_error("create the XSKMAP", e))?;
+        let map = sys::create_xskmap(queues, "lro_xsks").map_err(xskmap_error)?;
         let name = format!("{PROGRAM_PREFIX}{}", std::process::id());
         let prog = sys::load_redirect_program(map.as_fd(), &name).map_err(|(e, log)| {
             match bpf_error("load the redirect program", e) {
@@ -556,5 +555,44 @@ pub(crate) fn bpf_error(op: &'static str, e: io::Error) -> XdpError {
         Some(libc::EPERM) | Some(libc::EACCES) => XdpError::Permission { op },
         Some(libc::ENOSYS) => XdpError::Unsupported { op, source: e },
         _ => XdpError::os(op, e),
+    }
+}
+
+/// Maps a failure to create the XSKMAP to an error. A kernel built without AF_XDP
+/// (`CONFIG_XDP_SOCKETS`) has the `bpf` call but not the map type, and answers EINVAL for a
+/// type it does not know (`map_create`); the map's other attributes are fixed and valid.
+fn xskmap_error(e: io::Error) -> XdpError {
+    let op = "create the XSKMAP";
+    match e.raw_os_error() {
+        Some(libc::EINVAL) => XdpError::Unsupported { op, source: e },
+        _ => bpf_error(op, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errno(n: i32) -> io::Error {
+        io::Error::from_raw_os_error(n)
+    }
+
+    #[test]
+    fn a_kernel_without_af_xdp_is_reported_as_such() {
+        let e = xskmap_error(errno(libc::EINVAL));
+        assert!(matches!(e, XdpError::Unsupported { .. }), "{e:?}");
+        assert!(e.to_string().contains("CONFIG_XDP_SOCKETS"), "{e}");
+        // Without `bpf(2)` at all, and without the rights, as for every other step.
+        assert!(matches!(
+            xskmap_error(errno(libc::ENOSYS)),
+            XdpError::Unsupported { .. }
+        ));
+        assert!(matches!(
+            xskmap_error(errno(libc::EPERM)),
+            XdpError::Permission { .. }
+        ));
+        // EINVAL from any other step is that step's own failure.
+        let other = bpf_error("register the socket in the XSKMAP", errno(libc::EINVAL));
+        assert!(matches!(other, XdpError::Os { .. }), "{other:?}");
     }
 }
