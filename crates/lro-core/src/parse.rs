@@ -9,7 +9,8 @@
 //!    [`Encap`] implementation parses (GRE in `lro-gre`), then, for transparent Ethernet
 //!    bridging, an inner Ethernet header;
 //! 3. the (inner) **IP** header: IPv4, or IPv6 with the Hop-by-Hop, Routing and
-//!    Destination-options headers Linux's `ipv6_gro_pull_exthdrs` walks;
+//!    Destination-options headers Linux's `ipv6_gro_pull_exthdrs` walks (a Routing header
+//!    with segments left is [`PassReason::Routed`]: the checksum covers another destination);
 //! 4. **TCP**.
 //!
 //! [`parse`] turns a frame into a [`Parsed`]: the flow key (with the tunnel's part), every
@@ -491,6 +492,9 @@ struct IpLayer {
     next: usize,
     end: usize,
     fragment: bool,
+    /// An IPv6 Routing header with segments left: the TCP pseudo-header's destination is the
+    /// route's final one, not the header's.
+    routed: bool,
 }
 
 /// The IP header at `l3` announced by `et` (IPv4 or IPv6, else NotIp), with IPv6 extension
@@ -539,6 +543,7 @@ fn ip_layer(frame: &[u8], l3: usize, et: u16) -> Result<IpLayer, Unparsed> {
             // MF, a fragment offset or the reserved bit (Linux: any frag_off bit but DF
             // flushes).
             fragment: frag & ipv4::NOT_DF != 0,
+            routed: false,
         })
     } else {
         let ip = frame.get(l3..l3 + ipv6::HEADER_LEN).ok_or_else(malformed)?;
@@ -573,6 +578,7 @@ fn ip_layer(frame: &[u8], l3: usize, et: u16) -> Result<IpLayer, Unparsed> {
             next: l3 + ipv6::HEADER_LEN,
             end,
             fragment: false,
+            routed: false,
         };
         // Extension headers Linux walks (`ipv6_gro_pull_exthdrs` with
         // `INET6_PROTO_GSO_EXTHDR`): Hop-by-Hop (first only), Routing, Destination options.
@@ -591,12 +597,16 @@ fn ip_layer(frame: &[u8], l3: usize, et: u16) -> Result<IpLayer, Unparsed> {
             if walked == ipv6::MAX_EXT || off + 2 > end {
                 return Err(MALFORMED);
             }
+            let kind = layer.proto;
             layer.proto = frame[off + ipv6::ext::NXT_HDR];
             layer.next = off + (usize::from(frame[off + ipv6::ext::LEN]) + 1) * 8;
             walked += 1;
             if layer.next > end {
                 return Err(MALFORMED);
             }
+            // In bounds: an extension header is at least 8 bytes, and it ends within the
+            // datagram.
+            layer.routed |= kind == protocol::ROUTING && frame[off + ipv6::ext::SEGMENTS_LEFT] != 0;
         }
     }
 }
@@ -651,6 +661,9 @@ fn general<E: Encap>(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unparsed> {
                 PassReason::Fragment,
                 FlowHint::Addresses(key),
             ));
+        }
+        if ip.routed {
+            return Err(Unparsed::new(PassReason::Routed, FlowHint::Addresses(key)));
         }
         let mut p = Parsed {
             key,
@@ -746,6 +759,9 @@ fn tunnel<E: Encap>(
             PassReason::NotTcp
         };
         return Err(unparsed(reason));
+    }
+    if inner.routed {
+        return Err(unparsed(PassReason::Routed));
     }
     if inner.end != outer.end {
         // The inner datagram must fill the outer one (Linux: the inner `inet_gro_receive`

@@ -1844,6 +1844,28 @@ fn r14_ipv6_extension_headers() {
             (ps(PassReason::Fragment), 1),
         ]);
         h.counts(&[(FlushReason::Unknown, 1)], &[(PassReason::Fragment, 2)]);
+        // A Routing header with segments left: the checksum's pseudo-header holds the route's
+        // final destination (RFC 8200 section 8.1), not the header's. Passed as a fragment is,
+        // whatever the checksum state says (a NIC's `Complete` sum or `Verified` flag covers
+        // the bytes, not the pseudo-header the engine would rewrite the checksum with).
+        for rx in [Rx::None, Rx::Complete, Rx::Verified] {
+            let routed = |s: &mut Seg| s.ext = vec![(ROUTING, vec![253, 1, 0, 0, 0, 0])];
+            let mut h = c.h(format!("routing, segments left 1, {rx:?}"));
+            let pass = Verdict::Passed(PassReason::Routed);
+            let b = c.base().with(|s| s.rx = rx);
+            h.expect(&b.data(0).with(routed), pass);
+            h.expect(&b.data(1).with(routed), pass);
+            h.expect(&b.data(2), Verdict::Held);
+            h.expect(&b.data(3).with(routed), pass);
+            h.finish();
+            h.assert_shape(&[
+                (ps(PassReason::Routed), 1),
+                (ps(PassReason::Routed), 1),
+                (fl(FlushReason::Unknown), 1),
+                (ps(PassReason::Routed), 1),
+            ]);
+            h.counts(&[(FlushReason::Unknown, 1)], &[(PassReason::Routed, 3)]);
+        }
     }
 }
 

@@ -97,6 +97,9 @@ pub enum Class {
     Tcp(Box<Tcp>),
     /// An IP fragment of a TCP datagram (IPv4 MF/offset/reserved bit, IPv6 fragment header).
     Fragment,
+    /// A TCP datagram on its way through an IPv6 Routing header's route (segments left not 0),
+    /// whose checksum covers a destination the header does not show.
+    Routed,
     /// IP header readable, not TCP (or an IPv6 extension header the engine does not walk).
     NotTcp,
     /// Not IP at all (other ethertype, a third VLAN tag, other version nibble).
@@ -320,6 +323,7 @@ fn ipv6(b: &[u8], l3: usize, mut id: Identity) -> Class {
     let mut next = b[l3 + 6];
     let mut at = l3 + 40;
     let mut walked = 0;
+    let mut routed = false;
     while next != 6 {
         match next {
             0 if walked == 0 => {}
@@ -330,12 +334,19 @@ fn ipv6(b: &[u8], l3: usize, mut id: Identity) -> Class {
         if walked == 8 || at + 2 > ip_end {
             return Class::Malformed;
         }
+        let header = at;
+        let kind = next;
         next = b[at];
         at += 8 * (usize::from(b[at + 1]) + 1);
         walked += 1;
         if at > ip_end {
             return Class::Malformed;
         }
+        // Routing header: segments left (RFC 8200 section 4.4).
+        routed |= kind == 43 && b[header + 3] != 0;
+    }
+    if routed {
+        return Class::Routed;
     }
     tcp(b, l3, at, ip_end, id, true).map_or(Class::Malformed, |mut t| {
         t.ttl = b[l3 + 7];

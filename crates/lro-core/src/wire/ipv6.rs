@@ -32,6 +32,8 @@ pub mod ext {
     pub const NXT_HDR: usize = 0;
     /// Length in 8-byte units, not counting the first 8 bytes.
     pub const LEN: usize = 1;
+    /// Segments left, in a Routing header (RFC 8200 section 4.4): nodes still to visit.
+    pub const SEGMENTS_LEFT: usize = 3;
 }
 
 /// Traffic class of the first header word.
