@@ -45,7 +45,7 @@ pub(crate) fn pass_meaning(r: PassReason) -> &'static str {
         PassReason::Malformed => "truncated or inconsistent headers",
         PassReason::IpOptions => "IPv4 header with options",
         PassReason::Fragment => "an IP fragment",
-        PassReason::Routed => "IPv6 Routing header with segments left",
+        PassReason::Routed => "IPv6 Routing header with segments left, or Home Address option",
         PassReason::BadIpChecksum => "wrong IPv4 header checksum",
         PassReason::BadTcpChecksum => "wrong TCP checksum",
         PassReason::BadEncapChecksum => "wrong checksum in the tunnel header (GRE)",

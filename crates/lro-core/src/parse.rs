@@ -10,7 +10,8 @@
 //!    bridging, an inner Ethernet header;
 //! 3. the (inner) **IP** header: IPv4, or IPv6 with the Hop-by-Hop, Routing and
 //!    Destination-options headers Linux's `ipv6_gro_pull_exthdrs` walks (a Routing header
-//!    with segments left is [`PassReason::Routed`]: the checksum covers another destination);
+//!    with segments left or a Home Address option is [`PassReason::Routed`]: the checksum
+//!    covers another address);
 //! 4. **TCP**.
 //!
 //! [`parse`] turns a frame into a [`Parsed`]: the flow key (with the tunnel's part), every
@@ -492,8 +493,9 @@ struct IpLayer {
     next: usize,
     end: usize,
     fragment: bool,
-    /// An IPv6 Routing header with segments left: the TCP pseudo-header's destination is the
-    /// route's final one, not the header's.
+    /// An IPv6 Routing header with segments left or a Home Address option: the TCP
+    /// pseudo-header holds the route's final destination or the sender's home address, not the
+    /// header's address.
     routed: bool,
 }
 
@@ -604,9 +606,17 @@ fn ip_layer(frame: &[u8], l3: usize, et: u16) -> Result<IpLayer, Unparsed> {
             if layer.next > end {
                 return Err(MALFORMED);
             }
-            // In bounds: an extension header is at least 8 bytes, and it ends within the
-            // datagram.
-            layer.routed |= kind == protocol::ROUTING && frame[off + ipv6::ext::SEGMENTS_LEFT] != 0;
+            // The checksum's pseudo-header holds another address than the header's: the
+            // route's final destination (a Routing header with segments left; RFC 8200 section
+            // 8.1) or the sender's home address (RFC 6275 section 6.3). In bounds: an extension
+            // header is at least 8 bytes, and it ends within the datagram.
+            layer.routed |= match kind {
+                protocol::ROUTING => frame[off + ipv6::ext::SEGMENTS_LEFT] != 0,
+                protocol::DSTOPTS => {
+                    ipv6::has_home_address(&frame[off + ipv6::ext::OPTIONS..layer.next])
+                }
+                _ => false,
+            };
         }
     }
 }

@@ -59,11 +59,12 @@ reason_enum! {
         /// An IP fragment (IPv4 MF or offset, the IPv4 reserved flag, an IPv6 Fragment header).
         Fragment => "fragment",
         /// An IPv6 Routing header with segments left (the frame is on its way through the
-        /// route, not at its end): the TCP checksum's pseudo-header holds the route's final
-        /// destination, not the header's (RFC 8200 section 8.1), so the checksum could be
-        /// neither verified nor rewritten from the header. Linux merges these into a segment
-        /// whose checksum is left partial (`tcp_gro_complete`); a segment here carries a full
-        /// one.
+        /// route, not at its end) or a Mobile IPv6 Home Address option: the TCP checksum's
+        /// pseudo-header holds the route's final destination (RFC 8200 section 8.1) or the
+        /// sender's home address (RFC 6275 section 6.3), not the IPv6 header's, so the
+        /// checksum could be neither verified nor rewritten from the header. Linux merges
+        /// these into a segment whose checksum is left partial (`tcp_gro_complete`); a
+        /// segment here carries a full one.
         Routed => "routed",
         /// The IPv4 header checksum is wrong.
         BadIpChecksum => "bad_ip_checksum",

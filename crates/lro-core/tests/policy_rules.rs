@@ -1848,9 +1848,25 @@ fn r14_ipv6_extension_headers() {
         // final destination (RFC 8200 section 8.1), not the header's. Passed as a fragment is,
         // whatever the checksum state says (a NIC's `Complete` sum or `Verified` flag covers
         // the bytes, not the pseudo-header the engine would rewrite the checksum with).
-        for rx in [Rx::None, Rx::Complete, Rx::Verified] {
-            let routed = |s: &mut Seg| s.ext = vec![(ROUTING, vec![253, 1, 0, 0, 0, 0])];
-            let mut h = c.h(format!("routing, segments left 1, {rx:?}"));
+        // The same for a Home Address destination option (Mobile IPv6, RFC 6275 section 6.3:
+        // the checksum's source is the home address), after a PadN so that the address is
+        // 8-byte aligned, as the RFC places it.
+        let home = [vec![1, 2, 0, 0, 0xc9, 16], vec![0x20; 16]].concat();
+        for (what, ext, rx) in [Rx::None, Rx::Complete, Rx::Verified]
+            .into_iter()
+            .flat_map(|rx| {
+                [
+                    (
+                        "routing, segments left 1",
+                        (ROUTING, vec![253, 1, 0, 0, 0, 0]),
+                        rx,
+                    ),
+                    ("home address option", (DSTOPTS, home.clone()), rx),
+                ]
+            })
+        {
+            let routed = |s: &mut Seg| s.ext = vec![ext.clone()];
+            let mut h = c.h(format!("{what}, {rx:?}"));
             let pass = Verdict::Passed(PassReason::Routed);
             let b = c.base().with(|s| s.rx = rx);
             h.expect(&b.data(0).with(routed), pass);

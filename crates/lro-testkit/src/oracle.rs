@@ -98,7 +98,8 @@ pub enum Class {
     /// An IP fragment of a TCP datagram (IPv4 MF/offset/reserved bit, IPv6 fragment header).
     Fragment,
     /// A TCP datagram on its way through an IPv6 Routing header's route (segments left not 0),
-    /// whose checksum covers a destination the header does not show.
+    /// or with a Home Address destination option: its checksum covers an address the IPv6
+    /// header does not show.
     Routed,
     /// IP header readable, not TCP (or an IPv6 extension header the engine does not walk).
     NotTcp,
@@ -342,8 +343,30 @@ fn ipv6(b: &[u8], l3: usize, mut id: Identity) -> Class {
         if at > ip_end {
             return Class::Malformed;
         }
-        // Routing header: segments left (RFC 8200 section 4.4).
-        routed |= kind == 43 && b[header + 3] != 0;
+        // Routing header: segments left (RFC 8200 section 4.4). Destination options: a Home
+        // Address option (type 0xc9, RFC 6275), options read by their lengths.
+        routed |= match kind {
+            43 => b[header + 3] != 0,
+            60 => {
+                let mut o = header + 2;
+                let mut home = false;
+                while o < at {
+                    if b[o] == 0xc9 {
+                        home = true;
+                        break;
+                    }
+                    if b[o] == 0 {
+                        o += 1;
+                    } else if o + 1 < at {
+                        o += 2 + usize::from(b[o + 1]);
+                    } else {
+                        break;
+                    }
+                }
+                home
+            }
+            _ => false,
+        };
     }
     if routed {
         return Class::Routed;

@@ -34,6 +34,36 @@ pub mod ext {
     pub const LEN: usize = 1;
     /// Segments left, in a Routing header (RFC 8200 section 4.4): nodes still to visit.
     pub const SEGMENTS_LEFT: usize = 3;
+    /// Where the options of a Hop-by-Hop or Destination Options header start.
+    pub const OPTIONS: usize = 2;
+}
+
+/// Option types of Hop-by-Hop and Destination Options headers (type, length, data; RFC 8200
+/// section 4.2).
+pub mod option {
+    /// One byte of padding, without a length byte.
+    pub const PAD1: u8 = 0;
+    /// Mobile IPv6's Home Address option (RFC 6275 section 6.3): the sender's home address,
+    /// which upper-layer checksums use as the source.
+    pub const HOME_ADDRESS: u8 = 0xc9;
+}
+
+/// Whether the options `opts` of a Destination Options header hold a Home Address option:
+/// options are walked by their lengths until one is, or until one's length byte is missing.
+#[inline]
+pub fn has_home_address(opts: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(&kind) = opts.get(at) {
+        match kind {
+            option::HOME_ADDRESS => return true,
+            option::PAD1 => at += 1,
+            _ => match opts.get(at + 1) {
+                Some(&len) => at += 2 + usize::from(len),
+                None => return false,
+            },
+        }
+    }
+    false
 }
 
 /// Traffic class of the first header word.
@@ -46,4 +76,33 @@ pub const fn traffic_class(first_word: u32) -> u8 {
 #[inline(always)]
 pub const fn flow_label(first_word: u32) -> u32 {
     first_word & 0x000f_ffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_address_option_found_by_walking_option_lengths() {
+        const HAO: u8 = option::HOME_ADDRESS;
+        let addr = [0x20; 16];
+        let hao = |pre: &[u8]| {
+            let mut v = pre.to_vec();
+            v.extend([HAO, 16]);
+            v.extend(addr);
+            v
+        };
+        // After PadN (the RFC's alignment), after Pad1s, first.
+        assert!(has_home_address(&hao(&[1, 2, 0, 0])));
+        assert!(has_home_address(&hao(&[0, 0, 0, 0])));
+        assert!(has_home_address(&hao(&[])));
+        // Padding only; another option whose data holds the type byte; a PadN whose length
+        // runs past the options (nothing more to read).
+        assert!(!has_home_address(&[1, 4, 0, 0, 0, 0]));
+        assert!(!has_home_address(&[0x1e, 2, HAO, 16, 1, 0]));
+        assert!(!has_home_address(&[1, 200, HAO, 16]));
+        // A last option without its length byte.
+        assert!(!has_home_address(&[0, 0, 0, 0, 0, 7]));
+        assert!(!has_home_address(&[]));
+    }
 }
