@@ -20,9 +20,9 @@
 //! `XDP_ACK_MIB` MiB per run [16], `XDP_ACK_TX_FRAMES` transmit frames of the socket [1024]:
 //! smoltcp sends at most that many segments per poll, so it bounds the ACK bursts the coalescer
 //! sees; `XDP_ACK_SNDBUF_KIB` smoltcp's send buffer [256]: what it may have in flight, so it
-//! bounds what one poll sends too (see [`SNDBUF_KIB`]). `XDP_ACK_ONLY=on` or `off` runs one mode only (for a profiler:
-//! `scripts/ack-merge-profile.sh` splits the poll CPU per segment by where it goes); the
-//! comparison is then not printed.
+//! bounds what one poll sends too (see [`SNDBUF_KIB`]). `XDP_ACK_ONLY=on` or `off` runs one
+//! mode only (for a profiler: `scripts/ack-merge-profile.sh` splits the poll CPU per segment by
+//! where it goes); the comparison is then not printed.
 #![cfg(all(target_os = "linux", feature = "xdp", feature = "smoltcp"))]
 
 mod xdp_common;
@@ -58,6 +58,28 @@ const PORT: u16 = 6000;
 const SNDBUF_KIB: usize = 256;
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// The experiment's settings: the knobs, or their defaults.
+#[derive(Debug, Clone, Copy)]
+struct Knobs {
+    runs_per_mode: usize,
+    /// Bytes per run.
+    per_run: usize,
+    tx_frames: u32,
+    /// smoltcp's send buffer, bytes.
+    sndbuf: usize,
+}
+
+impl Knobs {
+    fn from_env() -> Self {
+        Self {
+            runs_per_mode: knob("XDP_ACK_RUNS", 4),
+            per_run: knob("XDP_ACK_MIB", 16) << 20,
+            tx_frames: knob("XDP_ACK_TX_FRAMES", 1024) as u32,
+            sndbuf: knob("XDP_ACK_SNDBUF_KIB", SNDBUF_KIB) << 10,
+        }
+    }
+}
+
 /// One run's figures.
 #[derive(Debug, Clone, Copy)]
 struct Run {
@@ -88,16 +110,16 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// smoltcp sends `per_run` bytes to the kernel server on `port`; returns the run and the hash
+/// smoltcp sends `k.per_run` bytes to the kernel server on `port`; returns the run and the hash
 /// of what it sent.
 fn send_run(
     node: &mut Node<'_>,
     ns_b: &str,
     port: u16,
     merge: bool,
-    per_run: usize,
-    sndbuf: usize,
+    k: &Knobs,
 ) -> Result<(Run, u64, (usize, u64)), String> {
+    let per_run = k.per_run;
     node.dev
         .set_config(if merge { Config::lro() } else { Config::gro() });
     node.dev.reset_stats();
@@ -110,7 +132,7 @@ fn send_run(
 
     let mut socket = tcp::Socket::new(
         tcp::SocketBuffer::new(vec![0u8; 64 * 1024]),
-        tcp::SocketBuffer::new(vec![0u8; sndbuf]),
+        tcp::SocketBuffer::new(vec![0u8; k.sndbuf]),
     );
     let remote = IpEndpoint::new(IpAddress::v4(198, 18, 0, 1), port);
     socket
@@ -205,21 +227,13 @@ fn send_run(
     Ok((run, hash.0, received))
 }
 
-fn experiment(
-    ns_a: &str,
-    if_a: &str,
-    ns_b: &str,
-    runs_per_mode: usize,
-    per_run: usize,
-    tx_frames: u32,
-    sndbuf: usize,
-) -> Result<Vec<Run>, String> {
+fn experiment(ns_a: &str, if_a: &str, ns_b: &str, k: &Knobs) -> Result<Vec<Run>, String> {
     xdp_common::enter(ns_a).map_err(|e| format!("setns: {e}"))?;
     let xdp = XdpProgram::attach(if_a, XdpMode::Native).map_err(|e| e.to_string())?;
     // Kicks only between polls, so the kernel's work inside `sendto` is not charged to
     // smoltcp's polls.
     let config = XskConfig::default()
-        .with_frames(4096, tx_frames)
+        .with_frames(4096, k.tx_frames)
         .with_auto_kick(None);
     let (rx, tx) = xdp.socket(0, &config).map_err(|e| e.to_string())?.split();
     let mut staging = staging();
@@ -233,16 +247,15 @@ fn experiment(
         Some(other) => return Err(format!("XDP_ACK_ONLY={other}: on or off")),
     };
     let count = if only.is_some() {
-        runs_per_mode
+        k.runs_per_mode
     } else {
-        2 * runs_per_mode
+        2 * k.runs_per_mode
     };
     for i in 0..count {
         let merge = only.unwrap_or(i % 2 == 1);
         let port = PORT + i as u16;
-        let (run, sent_hash, (got, got_hash)) =
-            send_run(&mut node, ns_b, port, merge, per_run, sndbuf)?;
-        if got != per_run || got_hash != sent_hash {
+        let (run, sent_hash, (got, got_hash)) = send_run(&mut node, ns_b, port, merge, k)?;
+        if got != k.per_run || got_hash != sent_hash {
             return Err(format!(
                 "run {i}: the kernel received {got} bytes (hash match: {})",
                 got_hash == sent_hash
@@ -268,25 +281,18 @@ fn seed_000_ack_merging_cuts_smoltcp_sender_cost() {
     };
     net.kernel_acks_every_segment()
         .expect("quickack route, GRO off");
-    let runs_per_mode = knob("XDP_ACK_RUNS", 4);
-    let per_run = knob("XDP_ACK_MIB", 16) << 20;
-    let tx_frames = knob("XDP_ACK_TX_FRAMES", 1024) as u32;
-    let sndbuf = knob("XDP_ACK_SNDBUF_KIB", SNDBUF_KIB) << 10;
+    let k = Knobs::from_env();
+    let Knobs {
+        runs_per_mode,
+        tx_frames,
+        sndbuf,
+        ..
+    } = k;
     let (ns_a, if_a, ns_b) = (net.ns_a.clone(), net.if_a.clone(), net.ns_b.clone());
-    let runs = thread::spawn(move || {
-        experiment(
-            &ns_a,
-            &if_a,
-            &ns_b,
-            runs_per_mode,
-            per_run,
-            tx_frames,
-            sndbuf,
-        )
-    })
-    .join()
-    .expect("sender thread")
-    .expect("the experiment");
+    let runs = thread::spawn(move || experiment(&ns_a, &if_a, &ns_b, &k))
+        .join()
+        .expect("sender thread")
+        .expect("the experiment");
 
     for r in &runs {
         println!(
