@@ -23,6 +23,7 @@ use serde_json::json;
 use crate::alloc_count;
 use crate::capture::{Capture, FrameClass};
 use crate::engine::{with_engine, EngineArgs, WithEngine};
+use crate::floor::Floor;
 use crate::report;
 
 /// `lro bench` arguments.
@@ -39,6 +40,11 @@ pub(crate) struct BenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Time the floor reference instead of the engine: the least a coalescer does per frame
+    /// (one layout, trusted checksums, direct-mapped flows, full output checksums), to compare
+    /// with. Needs `--csum trust`; the other engine settings do not apply.
+    #[arg(long)]
+    pub(crate) floor: bool,
 }
 
 /// A driver-like sink: counts segments and bytes, recycles every frame into the pool.
@@ -90,6 +96,64 @@ impl<'a, const SLOT: usize> Sink<Frame<'a, SLOT>> for CountSink<'_, 'a, SLOT> {
     }
 }
 
+impl<'a, const SLOT: usize> crate::floor::Deliver<Frame<'a, SLOT>> for CountSink<'_, 'a, SLOT> {
+    fn segment(&mut self, frames: &mut [Option<Frame<'a, SLOT>>], len: usize) {
+        self.segments += 1;
+        self.bytes += len as u64;
+        for f in frames.iter_mut().filter_map(Option::take) {
+            self.pool.push(f);
+        }
+    }
+
+    fn release(&mut self, frame: Frame<'a, SLOT>) {
+        self.pool.push(frame);
+    }
+}
+
+/// What a timed burst runs: an engine, or the floor reference.
+trait Timed<'a, const SLOT: usize> {
+    /// Offers the burst's frames and flushes at its end.
+    fn burst(
+        &mut self,
+        batch: &mut Vec<Frame<'a, SLOT>>,
+        chunk: &[(&[u8], RxMeta)],
+        sink: &mut CountSink<'_, 'a, SLOT>,
+    );
+}
+
+/// An engine, timed.
+struct Engine<'e, E>(&'e mut E);
+
+impl<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>> Timed<'a, SLOT> for Engine<'_, E> {
+    #[inline(always)]
+    fn burst(
+        &mut self,
+        batch: &mut Vec<Frame<'a, SLOT>>,
+        chunk: &[(&[u8], RxMeta)],
+        sink: &mut CountSink<'_, 'a, SLOT>,
+    ) {
+        for (f, (_, meta)) in batch.drain(..).zip(chunk) {
+            self.0.push(f, meta, sink);
+        }
+        self.0.flush_all(sink);
+    }
+}
+
+impl<'a, const SLOT: usize> Timed<'a, SLOT> for Floor<Frame<'a, SLOT>> {
+    #[inline(always)]
+    fn burst(
+        &mut self,
+        batch: &mut Vec<Frame<'a, SLOT>>,
+        _: &[(&[u8], RxMeta)],
+        sink: &mut CountSink<'_, 'a, SLOT>,
+    ) {
+        for f in batch.drain(..) {
+            self.push(f, sink);
+        }
+        self.flush_all(sink);
+    }
+}
+
 /// One timed pass.
 struct Round {
     time: Duration,
@@ -99,8 +163,8 @@ struct Round {
 }
 
 /// One full pass over `frames` in bursts; only the engine calls are timed.
-fn round<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>>(
-    engine: &mut E,
+fn round<'a, const SLOT: usize, T: Timed<'a, SLOT>>(
+    engine: &mut T,
     frames: &[(&[u8], RxMeta)],
     burst: usize,
     pool: &mut Vec<Frame<'a, SLOT>>,
@@ -142,16 +206,13 @@ fn round<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>>(
 /// (`valgrind --tool=callgrind --toggle-collect='*burst_once*'`); one call per burst costs
 /// nothing measurable.
 #[inline(never)]
-fn burst_once<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>>(
-    engine: &mut E,
+fn burst_once<'a, const SLOT: usize, T: Timed<'a, SLOT>>(
+    engine: &mut T,
     batch: &mut Vec<Frame<'a, SLOT>>,
     chunk: &[(&[u8], RxMeta)],
     sink: &mut CountSink<'_, 'a, SLOT>,
 ) {
-    for (f, (_, meta)) in batch.drain(..).zip(chunk) {
-        engine.push(f, meta, sink);
-    }
-    engine.flush_all(sink);
+    engine.burst(batch, chunk, sink);
 }
 
 /// Every round on one engine, as a job for [`with_engine`].
@@ -170,17 +231,49 @@ impl<'m, const SLOT: usize> WithEngine for Rounds<'_, '_, 'm, SLOT> {
 
     fn run<E: Coalescer<Frame<'m, SLOT>>>(self, engine: &mut E) -> Result<Vec<Round>> {
         // A warm-up pass (caches, branch predictors, page faults of the buffers), not counted.
-        round(engine, self.frames, self.burst, self.pool, self.batch)?;
+        round(
+            &mut Engine(engine),
+            self.frames,
+            self.burst,
+            self.pool,
+            self.batch,
+        )?;
         let mut rounds = Vec::new();
         for _ in 0..self.rounds {
             let before = engine.stats().clone();
-            let r = round(engine, self.frames, self.burst, self.pool, self.batch)?;
+            let r = round(
+                &mut Engine(engine),
+                self.frames,
+                self.burst,
+                self.pool,
+                self.batch,
+            )?;
             let after = engine.stats();
             let segments = after.segments - before.segments;
             anyhow::ensure!(
                 r.frames_out == segments && after.is_conserved() && engine.held_frames() == 0,
                 "internal error: the sink saw {} segments, the engine counted {segments}",
                 r.frames_out,
+            );
+            self.bar.inc(self.frames.len() as u64);
+            rounds.push(r);
+        }
+        Ok(rounds)
+    }
+}
+
+impl<'m, const SLOT: usize> Rounds<'_, '_, 'm, SLOT> {
+    /// Every round on the floor reference instead of an engine.
+    fn floor(self) -> Result<Vec<Round>> {
+        let mut floor = Floor::new();
+        round(&mut floor, self.frames, self.burst, self.pool, self.batch)?;
+        let mut rounds = Vec::new();
+        for _ in 0..self.rounds {
+            let r = round(&mut floor, self.frames, self.burst, self.pool, self.batch)?;
+            anyhow::ensure!(
+                floor.held_frames() == 0 && self.pool.len() == self.burst,
+                "internal error: the floor kept {} frames",
+                floor.held_frames()
             );
             self.bar.inc(self.frames.len() as u64);
             rounds.push(r);
@@ -230,12 +323,20 @@ fn measure<const SLOT: usize>(
         batch: &mut batch,
         bar,
     };
+    if args.floor {
+        return job.floor();
+    }
     with_engine(&args.engine, args.engine.config(), tunnels, job)?
 }
 
 /// `lro bench`.
 pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     args.engine.validate()?;
+    if args.floor && !matches!(args.engine.csum, crate::engine::CsumArg::Trust) {
+        anyhow::bail!(crate::UsageError(
+            "--floor trusts every checksum: use it with --csum trust".to_string()
+        ));
+    }
     let cap = Capture::load(args.input.as_deref())?;
     // Frames that bypass the engine (cooked-capture frames that are not IP) are not measured.
     let frames: Vec<(&[u8], RxMeta)> = cap
@@ -286,11 +387,17 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let allocations: u64 = rounds.iter().map(|r| r.allocations).sum();
     let ratio = report::ratio(last.frames_in, last.frames_out);
     let (csum, out_csum) = (args.engine.csum_name(), args.engine.out_csum_name());
+    // The floor reference has no policy of its own; its report says what ran.
+    let policy = if args.floor {
+        "floor"
+    } else {
+        args.engine.policy_name()
+    };
     let mut t = String::new();
     if args.json {
         let v = json!({
             "input": cap.name,
-            "policy": args.engine.policy_name(),
+            "policy": policy,
             "burst": burst,
             "flows": args.engine.flows,
             "csum": csum,
@@ -313,7 +420,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             last.frames_in,
             last.frames_out,
             ratio,
-            args.engine.policy_name(),
+            policy,
             if args.engine.rss_sort { " sorted by RSS hash" } else { "" },
             args.engine.flows
         );
@@ -348,6 +455,7 @@ mod tests {
             },
             rounds: 1,
             json: true,
+            floor: false,
         };
         let frame = [0u8; 60];
         let meta = args.engine.meta(lro_core::LinkKind::Ethernet, 0, &frame);

@@ -14,6 +14,7 @@ mod bench;
 mod capture;
 mod engine;
 mod explain;
+mod floor;
 mod output;
 mod plot;
 mod progress;

@@ -716,6 +716,27 @@ fn bench_reports_the_replay_numbers_without_allocating() {
     }
 }
 
+#[test]
+fn bench_floor_times_the_reference_and_needs_trusted_checksums() {
+    let v = lro_json(&[
+        "bench", DEFAULT, "--rounds", "1", "--csum", "trust", "--floor",
+    ]);
+    assert_eq!(v["policy"], "floor");
+    let engine = lro_json(&["bench", DEFAULT, "--rounds", "1", "--csum", "trust"]);
+    assert_eq!(v["frames_in"], engine["frames_in"]);
+    // It coalesces the built-in capture's IPv4 bulk flows (its IPv6 flow passes alone).
+    let floor_out = u(&v, "frames_out");
+    assert!(
+        floor_out * 4 < u(&v, "frames_in"),
+        "floor: {floor_out} frames out of {}",
+        u(&v, "frames_in")
+    );
+    assert_eq!(u(&v, "allocations_timed"), 0);
+    let out = lro(&["bench", DEFAULT, "--rounds", "1", "--floor"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--csum trust"));
+}
+
 /// The real captures of the project's shared data (`../shared/captures` beside the checkout,
 /// or `$LRO_SHARED_CAPTURES`), when present; skipped with a note otherwise.
 fn shared_captures() -> Option<PathBuf> {
