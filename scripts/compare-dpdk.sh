@@ -11,7 +11,9 @@
 # variant, the median and the minimum of the runs' bests, their ratios to DPDK's parse+gro,
 # and the median of each run's own ratio to the DPDK run beside it (paired).
 # Variants: lro with full checksums (the default output), with `--out-csum partial` (no full
-# TCP checksum written, as DPDK and Linux GRO), and the same two under `--policy gro`.
+# TCP checksum written, as DPDK and Linux GRO), the same two under `--policy gro`, and the
+# floor reference (`lro bench --floor`: a minimal coalescer of one layout with full checksums,
+# timed in the same harness; what any engine measured this way costs at least).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,11 +48,12 @@ esac
 cargo build --release --quiet
 lro=target/release/lro
 
-variants=(dpdk lro lro_partial gro gro_partial)
+variants=(dpdk lro lro_partial gro gro_partial floor)
 opts_lro=()
 opts_lro_partial=(--out-csum partial)
 opts_gro=(--policy gro)
 opts_gro_partial=(--policy gro --out-csum partial)
+opts_floor=(--floor)
 
 best() { # the JSON field ns_per_frame_best of one `lro bench --json` run
   sed -n 's/.*"ns_per_frame_best":\([0-9.eE+-]*\).*/\1/p'
