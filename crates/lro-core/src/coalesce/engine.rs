@@ -401,8 +401,31 @@ where
         let slot = self.store.candidates()[self
             .probe
             .index(frame.as_ref(), C::FLOWS * CANDIDATES_PER_FLOW)];
+        let shape = self.store.flows()[usize::from(slot)].tpl.layout();
+        // A copy of the path for the most common layout, its offsets constants (no loads of
+        // them, no tests of the timestamp and IPv6 flags, bounds checks folded): 6% fewer
+        // instructions and 7 to 13% less time per frame on the four comparison captures
+        // (x86-64), for 2 (IPv6) to 7 (a VLAN tag) instructions more on other layouts. Not on
+        // bare metal, where the copy's flash (about 4 KB per policy) counts for more.
+        #[cfg(not(target_os = "none"))]
+        if shape == Shape::ETHERNET_V4_TS {
+            return self.push_shape::<LRO, K>(frame, meta, sink, slot, Shape::ETHERNET_V4_TS);
+        }
+        self.push_shape::<LRO, K>(frame, meta, sink, slot, shape)
+    }
+
+    /// [`Engine::push_predicted`] with the template's layout `shape`.
+    #[inline(always)]
+    fn push_shape<const LRO: bool, K: Sink<F> + ?Sized>(
+        &mut self,
+        frame: F,
+        meta: &RxMeta,
+        sink: &mut K,
+        slot: u16,
+        shape: Shape,
+    ) -> Verdict {
         let len = frame.as_ref().len();
-        match self.predict::<LRO, false>(frame.as_ref(), meta, slot, None) {
+        match self.predict::<LRO, false>(frame.as_ref(), meta, slot, None, shape) {
             Pred::Append {
                 slot,
                 appended,
@@ -509,9 +532,9 @@ where
         let n = header.len().min(tcp::HEADER_LEN_TS);
         tcp[..n].copy_from_slice(&header[..n]);
         let pred = if lro {
-            self.predict::<true, true>(datagram, meta, slot, Some(&tcp))
+            self.predict::<true, true>(datagram, meta, slot, Some(&tcp), shape)
         } else {
-            self.predict::<false, true>(datagram, meta, slot, Some(&tcp))
+            self.predict::<false, true>(datagram, meta, slot, Some(&tcp), shape)
         };
         // As `push_predicted` carries out the decisions, but for an append (a data frame of
         // fewer than 12 bytes without options, rare), left to the parser: one copy of this
@@ -672,12 +695,12 @@ where
         meta: &RxMeta,
         slot: u16,
         tcp: Option<&[u8; tcp::HEADER_LEN_TS]>,
+        shape: Shape,
     ) -> Pred {
         let e = &self.store.flows()[usize::from(slot)];
         if !e.tpl.is_predicted() {
             return Pred::Miss;
         }
-        let shape = e.tpl.layout();
         if !e.tpl.matches(bytes, meta, shape) {
             return Pred::Miss;
         }

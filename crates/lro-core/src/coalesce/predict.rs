@@ -91,7 +91,7 @@ pub(crate) enum PayloadSum {
 }
 
 /// Where a predicted frame's headers are: the template's layout, as the predicted path reads it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Shape {
     /// Offset of the (inner) IP header.
     l3: usize,
@@ -111,6 +111,20 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
+    /// The most common layout: untagged Ethernet, IPv4 without options, TCP with the aligned
+    /// timestamps. Prediction reads it with its offsets as constants (not on bare metal: see
+    /// `Engine::push_predicted`).
+    #[cfg(not(target_os = "none"))]
+    pub(crate) const ETHERNET_V4_TS: Shape = Shape {
+        l3: 14,
+        l4: 34,
+        payload: 66,
+        v6: false,
+        ts: true,
+        cmp: 34 + compared_tcp_bytes(true),
+        tunnel: false,
+    };
+
     #[inline(always)]
     pub(crate) fn l3(self) -> usize {
         self.l3
