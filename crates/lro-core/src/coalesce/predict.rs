@@ -64,6 +64,24 @@ pub(crate) struct Template {
     /// protocol, minus the IP header length, ports, option kinds) in native byte order, as
     /// [`Template::varying_words`] sums; see [`PayloadSum::Negated`].
     pub(crate) sum_base: u64,
+    /// Which of the common layouts `shape` is, asked once per frame (a byte, not the shape's
+    /// seven fields).
+    kind: Kind,
+}
+
+/// The layouts header prediction has a copy of its path for, with their offsets as constants
+/// (see `Engine::push_predicted`): untagged (or tag stripped) Ethernet with IPv4, with one VLAN
+/// tag and IPv4, untagged with IPv6; TCP with the aligned timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// [`Shape::ETHERNET_V4_TS`].
+    EthernetV4,
+    /// [`Shape::VLAN_V4_TS`].
+    VlanV4,
+    /// [`Shape::ETHERNET_V6_TS`].
+    EthernetV6,
+    /// Any other layout: read with the template's offsets.
+    Other,
 }
 
 impl core::fmt::Debug for Template {
@@ -111,19 +129,33 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
-    /// The most common layout: untagged Ethernet, IPv4 without options, TCP with the aligned
-    /// timestamps. Prediction reads it with its offsets as constants (not on bare metal: see
-    /// `Engine::push_predicted`).
-    #[cfg(not(target_os = "none"))]
-    pub(crate) const ETHERNET_V4_TS: Shape = Shape {
-        l3: 14,
-        l4: 34,
-        payload: 66,
-        v6: false,
-        ts: true,
-        cmp: 34 + compared_tcp_bytes(true),
-        tunnel: false,
-    };
+    /// Untagged Ethernet (or a stripped tag), IPv4 without options, TCP with the aligned
+    /// timestamps: the most common layout.
+    pub(crate) const ETHERNET_V4_TS: Shape = Shape::with_timestamps(14, false);
+    /// The same with one VLAN tag in the frame.
+    pub(crate) const VLAN_V4_TS: Shape = Shape::with_timestamps(18, false);
+    /// Untagged Ethernet, IPv6 without extension headers, TCP with the aligned timestamps.
+    pub(crate) const ETHERNET_V6_TS: Shape = Shape::with_timestamps(14, true);
+
+    /// The layout of an IP header at `l3` (IPv4 without options, or IPv6 without extension
+    /// headers) and TCP with the aligned timestamps, not tunnelled.
+    const fn with_timestamps(l3: usize, v6: bool) -> Shape {
+        let l4 = l3
+            + if v6 {
+                ipv6::HEADER_LEN
+            } else {
+                ipv4::HEADER_LEN
+            };
+        Shape {
+            l3,
+            l4,
+            payload: l4 + tcp::HEADER_LEN_TS,
+            v6,
+            ts: true,
+            cmp: l4 + compared_tcp_bytes(true),
+            tunnel: false,
+        }
+    }
 
     #[inline(always)]
     pub(crate) fn l3(self) -> usize {
@@ -262,6 +294,7 @@ impl Template {
         link: LinkKind::Ethernet,
         stripped: None,
         sum_base: 0,
+        kind: Kind::Other,
     };
 
     /// Makes the template empty: the flow is not predicted.
@@ -279,6 +312,14 @@ impl Template {
     #[inline(always)]
     pub(crate) fn layout(&self) -> Shape {
         self.shape
+    }
+
+    /// Which common layout [`Template::layout`] is (unused on bare metal, where prediction
+    /// has no copies for them).
+    #[inline(always)]
+    #[cfg_attr(target_os = "none", allow(dead_code))]
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// Makes this the template of a head (`bytes`, laid out as `l` says, of the flow whose
@@ -356,6 +397,12 @@ impl Template {
         };
         self.link = meta.link;
         self.stripped = meta.vlan_stripped;
+        self.kind = match self.shape {
+            s if s == Shape::ETHERNET_V4_TS => Kind::EthernetV4,
+            s if s == Shape::VLAN_V4_TS => Kind::VlanV4,
+            s if s == Shape::ETHERNET_V6_TS => Kind::EthernetV6,
+            _ => Kind::Other,
+        };
         // The constant words of the pseudo header and the TCP header, in native byte order:
         // the address sum and protocol, minus the bytes of the IP header that the length word
         // counts but the TCP length does not (its ones' complement), the ports, the option
@@ -781,7 +828,7 @@ pub(crate) fn read<'a, E: Encap, const V: bool, const S: bool>(
             }
         }
         RxChecksum::Complete(total) => {
-            complete_ok(bytes, meta, e, total, (end - l4) as u32)?;
+            complete_ok(bytes, meta, e, shape, total, (end - l4) as u32)?;
             if want_sum {
                 negated()
             } else {
@@ -835,12 +882,19 @@ pub(crate) fn datagram_end(ip: &[u8; 8], l3: usize, v6: bool) -> ([u8; 2], usize
 /// `skb_gro_checksum_validate` with `CHECKSUM_COMPLETE`, `ip_fast_csum` for IPv4 headers):
 /// IPv4 header checksums, the encapsulation's checksum, the TCP checksum.
 #[inline(always)]
-fn complete_ok(bytes: &[u8], meta: &RxMeta, e: &FlowState, total: u16, tcp_len: u32) -> Option<()> {
-    let l = &e.layers;
-    let l3 = usize::from(l.l3);
+fn complete_ok(
+    bytes: &[u8],
+    meta: &RxMeta,
+    e: &FlowState,
+    shape: Shape,
+    total: u16,
+    tcp_len: u32,
+) -> Option<()> {
+    // The template's layout (the flow's layers; constants on the common layouts' paths).
+    let l3 = shape.l3();
     let start = meta.link.header_len();
     // The sum of what the NIC summed ahead of the TCP header.
-    let before = if l.outer.is_none() && !l.v6 && start <= l3 {
+    let before = if !shape.tunnel() && !shape.v6() && start <= l3 {
         // A valid IPv4 header (the template's have no options) sums to -0, which adds
         // nothing: what precedes the TCP header sums as the in-line tags before it.
         let h = bytes.get(l3..)?.first_chunk::<{ ipv4::HEADER_LEN }>()?;
@@ -853,10 +907,12 @@ fn complete_ok(bytes: &[u8], meta: &RxMeta, e: &FlowState, total: u16, tcp_len: 
             0
         }
     } else {
-        complete_before(bytes, l, start, total)?
+        complete_before(bytes, &e.layers, start, total)?
     };
-    let l4_sum = csum::sub(total, before);
-    csum::is_zero(csum::add(l4_sum, e.pseudo.sum(tcp_len))).then_some(())
+    // The TCP segment's sum (the NIC's less what precedes it) and its pseudo header's make
+    // -0: added unfolded, folded once.
+    let acc = u64::from(total) + u64::from(!before) + e.pseudo.acc(tcp_len);
+    csum::is_zero(csum::fold(acc)).then_some(())
 }
 
 /// [`complete_ok`]'s sum of what precedes the TCP header for IPv6 and tunnels, with their IPv4
