@@ -112,13 +112,10 @@ impl<'a, const SLOT: usize> crate::floor::Deliver<Frame<'a, SLOT>> for CountSink
 
 /// What a timed burst runs: an engine, or the floor reference.
 trait Timed<'a, const SLOT: usize> {
-    /// Offers the burst's frames and flushes at its end.
-    fn burst(
-        &mut self,
-        batch: &mut Vec<Frame<'a, SLOT>>,
-        chunk: &[(&[u8], RxMeta)],
-        sink: &mut CountSink<'_, 'a, SLOT>,
-    );
+    /// Offers one frame.
+    fn push(&mut self, frame: Frame<'a, SLOT>, meta: &RxMeta, sink: &mut CountSink<'_, 'a, SLOT>);
+    /// Delivers everything held (the end of the burst).
+    fn flush_all(&mut self, sink: &mut CountSink<'_, 'a, SLOT>);
 }
 
 /// An engine, timed.
@@ -126,31 +123,25 @@ struct Engine<'e, E>(&'e mut E);
 
 impl<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>> Timed<'a, SLOT> for Engine<'_, E> {
     #[inline(always)]
-    fn burst(
-        &mut self,
-        batch: &mut Vec<Frame<'a, SLOT>>,
-        chunk: &[(&[u8], RxMeta)],
-        sink: &mut CountSink<'_, 'a, SLOT>,
-    ) {
-        for (f, (_, meta)) in batch.drain(..).zip(chunk) {
-            self.0.push(f, meta, sink);
-        }
+    fn push(&mut self, frame: Frame<'a, SLOT>, meta: &RxMeta, sink: &mut CountSink<'_, 'a, SLOT>) {
+        self.0.push(frame, meta, sink);
+    }
+
+    #[inline(always)]
+    fn flush_all(&mut self, sink: &mut CountSink<'_, 'a, SLOT>) {
         self.0.flush_all(sink);
     }
 }
 
 impl<'a, const SLOT: usize> Timed<'a, SLOT> for Floor<Frame<'a, SLOT>> {
     #[inline(always)]
-    fn burst(
-        &mut self,
-        batch: &mut Vec<Frame<'a, SLOT>>,
-        _: &[(&[u8], RxMeta)],
-        sink: &mut CountSink<'_, 'a, SLOT>,
-    ) {
-        for f in batch.drain(..) {
-            self.push(f, sink);
-        }
-        self.flush_all(sink);
+    fn push(&mut self, frame: Frame<'a, SLOT>, _: &RxMeta, sink: &mut CountSink<'_, 'a, SLOT>) {
+        Floor::push(self, frame, sink);
+    }
+
+    #[inline(always)]
+    fn flush_all(&mut self, sink: &mut CountSink<'_, 'a, SLOT>) {
+        Floor::flush_all(self, sink);
     }
 }
 
@@ -212,7 +203,10 @@ fn burst_once<'a, const SLOT: usize, T: Timed<'a, SLOT>>(
     chunk: &[(&[u8], RxMeta)],
     sink: &mut CountSink<'_, 'a, SLOT>,
 ) {
-    engine.burst(batch, chunk, sink);
+    for (f, (_, meta)) in batch.drain(..).zip(chunk) {
+        engine.push(f, meta, sink);
+    }
+    engine.flush_all(sink);
 }
 
 /// Every round on one engine, as a job for [`with_engine`].
@@ -229,25 +223,13 @@ impl<'m, const SLOT: usize> WithEngine for Rounds<'_, '_, 'm, SLOT> {
     type Frame = Frame<'m, SLOT>;
     type Out = Result<Vec<Round>>;
 
-    fn run<E: Coalescer<Frame<'m, SLOT>>>(self, engine: &mut E) -> Result<Vec<Round>> {
+    fn run<E: Coalescer<Frame<'m, SLOT>>>(mut self, engine: &mut E) -> Result<Vec<Round>> {
         // A warm-up pass (caches, branch predictors, page faults of the buffers), not counted.
-        round(
-            &mut Engine(engine),
-            self.frames,
-            self.burst,
-            self.pool,
-            self.batch,
-        )?;
+        self.pass(&mut Engine(engine))?;
         let mut rounds = Vec::new();
         for _ in 0..self.rounds {
             let before = engine.stats().clone();
-            let r = round(
-                &mut Engine(engine),
-                self.frames,
-                self.burst,
-                self.pool,
-                self.batch,
-            )?;
+            let r = self.pass(&mut Engine(engine))?;
             let after = engine.stats();
             let segments = after.segments - before.segments;
             anyhow::ensure!(
@@ -263,13 +245,18 @@ impl<'m, const SLOT: usize> WithEngine for Rounds<'_, '_, 'm, SLOT> {
 }
 
 impl<'m, const SLOT: usize> Rounds<'_, '_, 'm, SLOT> {
+    /// One pass of `t` over the frames.
+    fn pass<T: Timed<'m, SLOT>>(&mut self, t: &mut T) -> Result<Round> {
+        round(t, self.frames, self.burst, self.pool, self.batch)
+    }
+
     /// Every round on the floor reference instead of an engine.
-    fn floor(self) -> Result<Vec<Round>> {
+    fn floor(mut self) -> Result<Vec<Round>> {
         let mut floor = Floor::new();
-        round(&mut floor, self.frames, self.burst, self.pool, self.batch)?;
+        self.pass(&mut floor)?;
         let mut rounds = Vec::new();
         for _ in 0..self.rounds {
-            let r = round(&mut floor, self.frames, self.burst, self.pool, self.batch)?;
+            let r = self.pass(&mut floor)?;
             anyhow::ensure!(
                 floor.held_frames() == 0 && self.pool.len() == self.burst,
                 "internal error: the floor kept {} frames",

@@ -24,6 +24,7 @@
 //!   other flush reasons, counters, the `Gro` policy.
 
 use lro_core::csum::{self, PseudoHeader};
+use lro_core::wire::tcp::flags::{ACK, FIN, PSH, RST, SYN, URG};
 
 /// Flows, direct-mapped.
 const FLOWS: usize = 64;
@@ -63,13 +64,6 @@ const MASK: [u8; 64] = {
     m[47] = !(FIN | PSH);
     m
 };
-
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
-const PSH: u8 = 0x08;
-const ACK: u8 = 0x10;
-const URG: u8 = 0x20;
 
 /// A held segment's state (the head's headers are its template).
 #[derive(Clone, Copy)]
