@@ -513,8 +513,7 @@ where
         sink: &mut K,
     ) -> Verdict {
         let (bytes, len) = (frame.as_ref(), frame.as_ref().len());
-        let tpl = &self.store.flows()[usize::from(slot)].tpl;
-        let shape = tpl.layout();
+        let shape = self.store.flows()[usize::from(slot)].tpl.layout();
         let Some(ip) = bytes.get(shape.l3()..).and_then(<[u8]>::first_chunk) else {
             return self.push_general(frame, meta, sink);
         };
@@ -1273,8 +1272,7 @@ where
         };
         flows[usize::from(slot)].ack_only = true;
         self.adopt(slot, bytes, inc, meta);
-        let tpl = &self.store.flows()[usize::from(slot)].tpl;
-        let shape = tpl.layout();
+        let shape = self.store.flows()[usize::from(slot)].tpl.layout();
         self.probe = self.probe.after_start(shape, false);
         self.propose(slot, bytes);
     }
