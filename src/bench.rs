@@ -81,14 +81,22 @@ impl<const SLOT: usize> AsMut<[u8]> for Frame<'_, SLOT> {
     }
 }
 
-impl<'a, const SLOT: usize> Sink<Frame<'a, SLOT>> for CountSink<'_, 'a, SLOT> {
-    fn segment(&mut self, seg: Segment<'_, Frame<'a, SLOT>>) {
+impl<'a, const SLOT: usize> CountSink<'_, 'a, SLOT> {
+    /// Counts a segment of `len` bytes and recycles its frames.
+    #[inline(always)]
+    fn take(&mut self, len: usize, frames: impl IntoIterator<Item = Frame<'a, SLOT>>) {
         self.segments += 1;
-        self.bytes += seg.len() as u64;
+        self.bytes += len as u64;
         // The pool has room for every frame in flight: no allocation here.
-        for f in seg.into_frames() {
+        for f in frames {
             self.pool.push(f);
         }
+    }
+}
+
+impl<'a, const SLOT: usize> Sink<Frame<'a, SLOT>> for CountSink<'_, 'a, SLOT> {
+    fn segment(&mut self, seg: Segment<'_, Frame<'a, SLOT>>) {
+        self.take(seg.len(), seg.into_frames());
     }
 
     fn release(&mut self, frame: Frame<'a, SLOT>) {
@@ -98,11 +106,7 @@ impl<'a, const SLOT: usize> Sink<Frame<'a, SLOT>> for CountSink<'_, 'a, SLOT> {
 
 impl<'a, const SLOT: usize> crate::floor::Deliver<Frame<'a, SLOT>> for CountSink<'_, 'a, SLOT> {
     fn segment(&mut self, frames: &mut [Option<Frame<'a, SLOT>>], len: usize) {
-        self.segments += 1;
-        self.bytes += len as u64;
-        for f in frames.iter_mut().filter_map(Option::take) {
-            self.pool.push(f);
-        }
+        self.take(len, frames.iter_mut().filter_map(Option::take));
     }
 
     fn release(&mut self, frame: Frame<'a, SLOT>) {
@@ -116,20 +120,44 @@ trait Timed<'a, const SLOT: usize> {
     fn push(&mut self, frame: Frame<'a, SLOT>, meta: &RxMeta, sink: &mut CountSink<'_, 'a, SLOT>);
     /// Delivers everything held (the end of the burst).
     fn flush_all(&mut self, sink: &mut CountSink<'_, 'a, SLOT>);
+    /// Frames held now.
+    fn held_frames(&self) -> usize;
+    /// Checks a pass's figures against what the coalescer counted (untimed).
+    fn check(&mut self, _: &Round) -> Result<()> {
+        Ok(())
+    }
 }
 
-/// An engine, timed.
-struct Engine<'e, E>(&'e mut E);
+/// An engine, timed, with its segment count before the pass.
+struct Engine<'e, E> {
+    engine: &'e mut E,
+    segments: u64,
+}
 
 impl<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>> Timed<'a, SLOT> for Engine<'_, E> {
     #[inline(always)]
     fn push(&mut self, frame: Frame<'a, SLOT>, meta: &RxMeta, sink: &mut CountSink<'_, 'a, SLOT>) {
-        self.0.push(frame, meta, sink);
+        self.engine.push(frame, meta, sink);
     }
 
     #[inline(always)]
     fn flush_all(&mut self, sink: &mut CountSink<'_, 'a, SLOT>) {
-        self.0.flush_all(sink);
+        self.engine.flush_all(sink);
+    }
+
+    fn held_frames(&self) -> usize {
+        self.engine.held_frames()
+    }
+
+    fn check(&mut self, r: &Round) -> Result<()> {
+        let stats = self.engine.stats();
+        let segments = stats.segments - std::mem::replace(&mut self.segments, stats.segments);
+        anyhow::ensure!(
+            r.frames_out == segments && stats.is_conserved(),
+            "internal error: the sink saw {} segments, the engine counted {segments}",
+            r.frames_out,
+        );
+        Ok(())
     }
 }
 
@@ -142,6 +170,10 @@ impl<'a, const SLOT: usize> Timed<'a, SLOT> for Floor<Frame<'a, SLOT>> {
     #[inline(always)]
     fn flush_all(&mut self, sink: &mut CountSink<'_, 'a, SLOT>) {
         Floor::flush_all(self, sink);
+    }
+
+    fn held_frames(&self) -> usize {
+        Floor::held_frames(self)
     }
 }
 
@@ -223,47 +255,32 @@ impl<'m, const SLOT: usize> WithEngine for Rounds<'_, '_, 'm, SLOT> {
     type Frame = Frame<'m, SLOT>;
     type Out = Result<Vec<Round>>;
 
-    fn run<E: Coalescer<Frame<'m, SLOT>>>(mut self, engine: &mut E) -> Result<Vec<Round>> {
-        // A warm-up pass (caches, branch predictors, page faults of the buffers), not counted.
-        self.pass(&mut Engine(engine))?;
-        let mut rounds = Vec::new();
-        for _ in 0..self.rounds {
-            let before = engine.stats().clone();
-            let r = self.pass(&mut Engine(engine))?;
-            let after = engine.stats();
-            let segments = after.segments - before.segments;
-            anyhow::ensure!(
-                r.frames_out == segments && after.is_conserved() && engine.held_frames() == 0,
-                "internal error: the sink saw {} segments, the engine counted {segments}",
-                r.frames_out,
-            );
-            self.bar.inc(self.frames.len() as u64);
-            rounds.push(r);
-        }
-        Ok(rounds)
+    fn run<E: Coalescer<Frame<'m, SLOT>>>(self, engine: &mut E) -> Result<Vec<Round>> {
+        let segments = engine.stats().segments;
+        self.timed(&mut Engine { engine, segments })
     }
 }
 
 impl<'m, const SLOT: usize> Rounds<'_, '_, 'm, SLOT> {
-    /// One pass of `t` over the frames.
-    fn pass<T: Timed<'m, SLOT>>(&mut self, t: &mut T) -> Result<Round> {
-        round(t, self.frames, self.burst, self.pool, self.batch)
-    }
-
-    /// Every round on the floor reference instead of an engine.
-    fn floor(mut self) -> Result<Vec<Round>> {
-        let mut floor = Floor::new();
-        self.pass(&mut floor)?;
+    /// A warm-up pass (caches, branch predictors, page faults of the buffers), not counted,
+    /// then every round, each checked: nothing held after the end-of-burst flush, every frame
+    /// back in the pool, and what `t` itself checks.
+    fn timed<T: Timed<'m, SLOT>>(self, t: &mut T) -> Result<Vec<Round>> {
         let mut rounds = Vec::new();
-        for _ in 0..self.rounds {
-            let r = self.pass(&mut floor)?;
+        for i in 0..=self.rounds {
+            let r = round(t, self.frames, self.burst, self.pool, self.batch)?;
             anyhow::ensure!(
-                floor.held_frames() == 0 && self.pool.len() == self.burst,
-                "internal error: the floor kept {} frames",
-                floor.held_frames()
+                t.held_frames() == 0 && self.pool.len() == self.burst,
+                "internal error: {} frames held after the flush, {} of {} buffers back",
+                t.held_frames(),
+                self.pool.len(),
+                self.burst
             );
-            self.bar.inc(self.frames.len() as u64);
-            rounds.push(r);
+            t.check(&r)?;
+            if i > 0 {
+                self.bar.inc(self.frames.len() as u64);
+                rounds.push(r);
+            }
         }
         Ok(rounds)
     }
@@ -311,7 +328,7 @@ fn measure<const SLOT: usize>(
         bar,
     };
     if args.floor {
-        return job.floor();
+        return job.timed(&mut Floor::new());
     }
     with_engine(&args.engine, args.engine.config(), tunnels, job)?
 }

@@ -104,6 +104,17 @@ const IDLE: Flow = Flow {
     acc: 0,
 };
 
+impl Flow {
+    /// Takes the newest frame's ACK, flags, window and timestamps (what delivery writes).
+    #[inline(always)]
+    fn newest(&mut self, r: &Read) {
+        self.ack = r.ack;
+        self.word = r.word;
+        self.ts_val = r.ts_val;
+        self.ts_ecr = r.ts_ecr;
+    }
+}
+
 /// A frame's varying fields, read before the frame moves.
 #[derive(Clone, Copy)]
 struct Read {
@@ -246,10 +257,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>> Floor<F> {
             let i = usize::from(e.count);
             e.count += 1;
             e.next_seq = r.seq.wrapping_add(payload);
-            e.ack = r.ack;
-            e.word = r.word;
-            e.ts_val = r.ts_val;
-            e.ts_ecr = r.ts_ecr;
+            e.newest(&r);
             e.payload += payload;
             e.last = payload;
             e.psh |= r.flags & PSH != 0;
@@ -260,10 +268,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>> Floor<F> {
         }
         if next && payload == 0 && e.payload == 0 && e.count == 1 {
             let e = &mut self.flows[s];
-            e.ack = r.ack;
-            e.word = r.word;
-            e.ts_val = r.ts_val;
-            e.ts_ecr = r.ts_ecr;
+            e.newest(&r);
             e.acc = r.words;
             e.absorbed = true;
             if let Some(old) = self.held[s][0].replace(frame) {
@@ -281,10 +286,7 @@ impl<F: AsRef<[u8]> + AsMut<[u8]>> Floor<F> {
         e.count = 1;
         e.absorbed = false;
         e.next_seq = r.seq.wrapping_add(payload);
-        e.ack = r.ack;
-        e.word = r.word;
-        e.ts_val = r.ts_val;
-        e.ts_ecr = r.ts_ecr;
+        e.newest(&r);
         e.payload = payload;
         e.mss = payload;
         e.last = payload;
