@@ -128,10 +128,14 @@ pub enum TxError {
         /// Bytes needed.
         needed: usize,
     },
-    /// The token names no transmission this queue is waiting for. Tokens are numbered per
-    /// queue from 0, so a token of another queue is caught only when its number names no
-    /// outstanding transmission here: keep each queue's tokens with their queue.
+    /// The token names no transmission this queue is waiting for (it was completed already,
+    /// or the queue was aborted since).
     UnknownToken,
+    /// The token was issued by another queue. Queues tell theirs apart by the sequence number
+    /// they were created with (a connection's initial sequence number, random per RFC 6528):
+    /// a token of another connection is refused unless both started at the same number, in
+    /// which case its number is checked as [`TxError::UnknownToken`] says.
+    OtherQueue,
 }
 
 impl core::fmt::Display for TxError {
@@ -155,6 +159,7 @@ impl core::fmt::Display for TxError {
                 write!(f, "header buffer too small: {needed} bytes needed")
             }
             Self::UnknownToken => f.write_str("unknown transmit token"),
+            Self::OtherQueue => f.write_str("transmit token of another queue"),
         }
     }
 }
@@ -170,14 +175,17 @@ pub struct PushError<B> {
     pub buffer: B,
 }
 
-/// One transmission of a held buffer the NIC has not completed yet. Give it back to
-/// [`TxQueue::complete`] when the TX ring reports the descriptor done.
+/// One transmission of a held buffer the NIC has not completed yet. Give it back to the
+/// [`TxQueue::complete`] of the queue that issued it when the TX ring reports the descriptor
+/// done (another queue refuses it: [`TxError::OtherQueue`]).
 ///
 /// Neither `Clone` nor `Copy`: each transmission is completed at most once.
 #[derive(Debug, PartialEq, Eq, Hash)]
 #[must_use = "the buffer stays held until this transmission is completed"]
 pub struct TxToken {
     id: u64,
+    /// The issuing queue's tag (see [`TxError::OtherQueue`]).
+    queue: u32,
 }
 
 impl TxToken {
@@ -463,6 +471,9 @@ pub struct TxQueue<B, const N: usize> {
     tail: u64,
     snd_una: u32,
     snd_nxt: u32,
+    /// `snd_nxt` at creation, in every token: a completion with a token of another queue is
+    /// refused before it can release a buffer the NIC may still be reading.
+    tag: u32,
     link: LinkKind,
     stats: TxStats,
 }
@@ -481,6 +492,7 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
             tail: 0,
             snd_una: snd_nxt,
             snd_nxt,
+            tag: snd_nxt,
             link,
             stats: TxStats::default(),
         }
@@ -568,7 +580,10 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
                 self.tail += 1;
                 self.snd_nxt = seq.wrapping_add(payload_len + u32::from(fin));
                 self.stats.pushed += 1;
-                Ok(TxToken { id })
+                Ok(TxToken {
+                    id,
+                    queue: self.tag,
+                })
             }
             Err(error) => Err(PushError { error, buffer: buf }),
         }
@@ -667,14 +682,16 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
     ///
     /// # Errors
     /// [`TxError::UnknownToken`] for a token naming no transmission this queue is waiting for
-    /// (tokens cannot be copied, so a token of this queue is completed at most once). A token
-    /// of another queue is not recognised as such: it is refused only when its number names no
-    /// outstanding transmission here (see [`TxError::UnknownToken`]).
+    /// (tokens cannot be copied, so a token of this queue is completed at most once);
+    /// [`TxError::OtherQueue`] for a token another queue issued. Either way nothing changes.
     pub fn complete(
         &mut self,
         token: TxToken,
         release: impl FnOnce(B),
     ) -> Result<Completion, TxError> {
+        if token.queue != self.tag {
+            return Err(TxError::OtherQueue);
+        }
         let id = token.id;
         if id < self.head || id >= self.tail {
             return Err(TxError::UnknownToken);
@@ -768,7 +785,10 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
             layout,
             seq,
             fin: e.fin,
-            token: zero_copy.then_some(TxToken { id }),
+            token: zero_copy.then_some(TxToken {
+                id,
+                queue: self.tag,
+            }),
         })
     }
 
@@ -969,9 +989,44 @@ mod tests {
         let bad = Buf(5, vec![0; 20]);
         assert!(matches!(q.push(bad).unwrap_err().error, TxError::Parse(_)));
         assert_eq!(
-            q.complete(TxToken { id: 9 }, |_| ()),
+            q.complete(TxToken { id: 9, queue: 0 }, |_| ()),
             Err(TxError::UnknownToken)
         );
+    }
+
+    /// A token completed at the wrong queue must not release that queue's buffer while the
+    /// NIC may still read it: here queue B's only transmission is ACKed and in flight, and
+    /// A's token has the same number (0) as B's.
+    #[test]
+    fn a_token_of_another_queue_is_refused() {
+        let mut a = Q::new(1000, LinkKind::Ethernet);
+        let mut b = Q::new(5000, LinkKind::Ethernet);
+        let ta = a.push(seg(0, 1000, 100, TCP_ACK)).unwrap();
+        let tb = b.push(seg(1, 5000, 100, TCP_ACK)).unwrap();
+        assert_eq!(ta.entry(), tb.entry());
+        assert_eq!(
+            b.ack(5100, |_| panic!("the NIC still owns it")),
+            Ok(AckOutcome::Advanced { released: 0 })
+        );
+        assert_eq!(
+            b.complete(ta, |_| panic!("released B's buffer on A's token")),
+            Err(TxError::OtherQueue)
+        );
+        assert_eq!(b.stats().completions, 0, "nothing changed");
+        let mut out = Vec::new();
+        assert_eq!(b.complete(tb, |x| out.push(x)), Ok(Completion::Released));
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, 1);
+        // A retransmit's token (posted without a copy) carries the queue too.
+        let mut header = [0u8; 128];
+        let rt = a
+            .retransmit(0, &mut header, RetransmitOptions::new().zero_copy())
+            .unwrap()
+            .take_token()
+            .expect("a zero-copy retransmit has a token");
+        let tb2 = b.push(seg(3, 5100, 100, TCP_ACK)).unwrap();
+        assert_eq!(b.complete(rt, |_| ()), Err(TxError::OtherQueue));
+        assert_eq!(b.complete(tb2, |_| ()), Ok(Completion::AwaitingAck));
     }
 
     #[test]
