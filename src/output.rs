@@ -302,16 +302,19 @@ impl Write for OutFile {
 mod tests {
     use super::*;
 
-    fn dir(test: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("lro-output-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("temp dir");
-        d
+    /// A fresh directory for one test, removed when dropped: at the end of the test and also
+    /// when it fails.
+    fn dir(test: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("lro-output-{test}-"))
+            .tempdir()
+            .expect("temp dir")
     }
 
     #[test]
     fn a_failed_run_leaves_the_old_file_and_no_temporary() {
-        let d = dir("keep");
+        let tmp = dir("keep");
+        let d = tmp.path();
         let path = d.join("out.pcap");
         std::fs::write(&path, b"old").unwrap();
         let mut out = OutFile::open(&path, None, "in", "x").expect("opens");
@@ -319,7 +322,7 @@ mod tests {
         drop(out);
         assert_eq!(std::fs::read(&path).unwrap(), b"old");
         assert_eq!(
-            std::fs::read_dir(&d).unwrap().count(),
+            std::fs::read_dir(d).unwrap().count(),
             1,
             "temporary removed"
         );
@@ -327,13 +330,13 @@ mod tests {
         out.write_all(b"new").unwrap();
         out.commit().expect("commits");
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
-        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
-        let _ = std::fs::remove_dir_all(d);
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 1);
     }
 
     #[test]
     fn the_input_is_refused_by_any_name() {
-        let d = dir("same");
+        let tmp = dir("same");
+        let d = tmp.path();
         let input = d.join("in.pcap");
         std::fs::write(&input, b"input").unwrap();
         let hard = d.join("hard.pcap");
@@ -360,16 +363,15 @@ mod tests {
             .file_type()
             .is_symlink());
         assert_eq!(std::fs::read(&other).unwrap(), b"written");
-        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
     fn missing_directories_and_directories_are_errors() {
-        let d = dir("dirs");
+        let tmp = dir("dirs");
+        let d = tmp.path();
         let e = OutFile::open(&d.join("no/such/dir/out.pcap"), None, "in", "x").expect_err("error");
         assert!(e.0.contains("does not exist"), "{e}");
-        let e = OutFile::open(&d, None, "in", "x").expect_err("error");
+        let e = OutFile::open(d, None, "in", "x").expect_err("error");
         assert!(e.0.contains("directory"), "{e}");
-        let _ = std::fs::remove_dir_all(d);
     }
 }

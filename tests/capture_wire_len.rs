@@ -129,7 +129,6 @@ fn frames_cut_by_the_snap_length_keep_their_wire_length() {
         }
         assert!(passed_cut > 0, "{name}: no cut frame passed through");
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Every subcommand reads `-` as standard input (README: "`-` reads a capture ... from standard

@@ -299,7 +299,6 @@ fn replay_small_capture_all_modes_keeps_bytes_and_checksums() {
         u(&v, "coalesced") > 0 && u(&v, "frames_out") < u(&v, "frames_in"),
         "{v}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The pseudo-header sum (not complemented) of an IPv4 or IPv6 TCP frame, as
@@ -369,7 +368,6 @@ fn out_csum_partial_leaves_the_pseudo_header_sum_in_coalesced_segments() {
         }
         assert!(rewritten > 0, "{csum}: no coalesced segment to compare");
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Header prediction changes the cost, never the output: with trusted checksums (where it
@@ -422,7 +420,6 @@ fn header_prediction_changes_nothing_but_the_path() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -469,7 +466,6 @@ fn raw_ip_and_cooked_captures_replay_like_ethernet() {
             assert_eq!(v[f], base[f], "{name}: {f}");
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -516,7 +512,6 @@ fn pcapng_input_with_nanosecond_timestamps_matches_pcap() {
             assert_eq!(x[f], y[f], "{f} with {opts:?}");
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Builds an IPv4 frame: Ethernet + IPv4 (correct header checksum) + `l4`.
@@ -591,7 +586,6 @@ fn frames_the_engine_cannot_coalesce_pass_through_byte_identical() {
             "{reason} counted: {v}"
         );
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Runs `lro` expecting exit status 3 (bad input) and a message naming `name`.
@@ -633,7 +627,6 @@ fn bad_inputs_exit_3_naming_the_file() {
             expect_bad_input(&[cmd, file], file, what);
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -770,7 +763,6 @@ fn shared_real_captures_when_present() {
             replayed += 1;
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
     if replayed == 0 {
         println!("skipped: none of {files:?} in {}", shared.display());
     }
@@ -899,7 +891,6 @@ fn output_timestamps_never_go_backwards() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// `--order arrival` keeps the input's order across flows: an output frame that is an input
@@ -962,7 +953,6 @@ fn arrival_order_keeps_the_input_order_across_flows() {
     // What arrival order is for: in delivery order another flow's ACK overtakes the held
     // segment it acknowledges (as in Linux GRO), which the check above sees.
     assert!(delivery_unseen > 0, "the ACK check never fires");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// tshark, an independent reader, finds nothing in arrival-order output that it does not find
@@ -1041,7 +1031,6 @@ fn tshark_finds_no_new_problems_in_replay_output() {
         delivery > 0,
         "tshark never flags delivery order: the check cannot fail"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1108,7 +1097,6 @@ fn an_output_that_is_the_input_is_refused_by_any_name() {
         3,
         "no temporary file left"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -1145,7 +1133,6 @@ fn output_replaces_the_file_whole_and_leaves_no_temporary() {
     ]);
     assert_eq!(r.status.code(), Some(2));
     assert_eq!(std::fs::read(&out).unwrap(), before);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -1292,7 +1279,6 @@ fn a_frame_longer_than_the_default_snap_length_is_written_whole() {
     let out = read_capture(&out_path);
     check_counts(&v, frames.len(), Some(&out));
     assert!(out.frames.iter().any(|(_, f)| *f == long), "the long frame");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1377,7 +1363,6 @@ fn explain_plot_writes_a_well_formed_svg_of_every_shown_flow() {
         .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some("#0072B2"))
         .count() as u64;
     assert_eq!(blue_circles, first.1 + 1, "markers of {}", first.0);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Writes a capture of `n` minimal Ethernet frames (ARP: each passes the engine alone).
@@ -1435,5 +1420,4 @@ fn progress_bar_only_on_a_terminal_and_never_with_json() {
     );
     let tty = on_terminal("--json");
     assert!(!tty.contains("coalescing"), "a bar with --json: {tty:?}");
-    let _ = std::fs::remove_dir_all(dir);
 }

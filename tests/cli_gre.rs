@@ -101,7 +101,6 @@ fn replay_coalesces_gre_as_the_plain_capture() {
     let v = lro_json(&["replay", path.to_str().unwrap()]);
     assert_eq!(u(&v, "frames_out"), u(&v, "frames_in"));
     assert_eq!(u(&v["tunnel"]["passed"], "encap"), u(&v, "frames_in"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -148,7 +147,6 @@ fn explain_names_each_flows_tunnel() {
         "0",
     ]);
     assert_eq!(v["flow_count"], plain["flow_count"]);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -206,7 +204,6 @@ fn replay_output_is_valid_gre() {
         merged += usize::from(t.payload().len() > 1500);
     }
     assert!(merged > 0, "no merged segment in the output");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -233,5 +230,4 @@ fn bench_measures_gre_with_the_plain_aggregation() {
     assert_eq!(gre["frames_in"], plain["frames_in"]);
     assert_eq!(gre["frames_out"], plain["frames_out"]);
     assert_eq!(gre["allocations_timed"], 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -121,7 +121,6 @@ fn replay_writes_ipoib_and_keeps_every_byte() {
         }
         assert_eq!(payloads(&output), payloads(&input), "{policy}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -178,7 +177,6 @@ fn tshark_reads_the_output_without_complaint() {
             "{line}"
         );
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// tcpdump's IPoIB test capture (ICMP, ARP, an SSH session, SYNs to closed ports): replayed
@@ -213,5 +211,4 @@ fn tcpdump_ipoib_capture_when_present() {
     let bench = lro_json(&["bench", p, "--rounds", "2"]);
     // The four ARP frames are not IP: bench times the other 26.
     assert_eq!(bench["frames_in"].as_u64(), Some(26), "{bench}");
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -89,5 +89,4 @@ fn hold_flushes_idle_flows_before_a_cooked_non_ip_frame_as_before_an_ethernet_on
         s_out == e_out,
         "the cooked capture's output differs from the Ethernet one's (order or timestamps)"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }

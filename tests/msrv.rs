@@ -30,9 +30,12 @@ fn metadata(members: &[(&str, Option<&str>)], deps: &[(&str, Option<&str>)]) -> 
 /// Runs the check on `meta`; returns its exit status and output.
 fn run(test: &str, meta: &serde_json::Value) -> (i32, String) {
     let py = python().expect("checked by the caller");
-    let dir = std::env::temp_dir().join(format!("lro-msrv-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("metadata.json");
+    // Removed when dropped, at the return and also when a panic unwinds.
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("lro-msrv-{test}-"))
+        .tempdir()
+        .expect("temp dir");
+    let file = dir.path().join("metadata.json");
     std::fs::write(&file, meta.to_string()).expect("write metadata");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/msrv.py");
     let out = Command::new(py)
@@ -41,7 +44,6 @@ fn run(test: &str, meta: &serde_json::Value) -> (i32, String) {
         .arg(&file)
         .output()
         .expect("run the check");
-    let _ = std::fs::remove_dir_all(dir);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

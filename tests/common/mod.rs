@@ -1,7 +1,9 @@
 //! What the `lro` binary's integration tests share: running the binary from the repository
-//! root, reading its JSON reports, a fresh directory per test, and writing pcaps.
+//! root, reading its JSON reports, a fresh directory per test (removed when the test ends, also
+//! when it fails), and writing pcaps.
 #![allow(dead_code)] // Each test file uses its own part.
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -15,12 +17,34 @@ pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A fresh directory for one test's files: `<temp>/lro-<suite>-<pid>-<test>`.
-pub(crate) fn temp_dir(suite: &str, test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lro-{suite}-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
+/// A fresh directory for one test's files, `<temp>/lro-<suite>-<test>-<random>`, removed with
+/// everything in it when the guard is dropped: at the end of the test, and also when the test
+/// fails, since a panic drops it while unwinding. Bind it to a named variable (not `_`) so that
+/// it lives until the test ends; it reads as the directory's [`Path`] (`dir.join(..)`).
+#[derive(Debug)]
+pub(crate) struct TempDir(tempfile::TempDir);
+
+impl Deref for TempDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+/// A fresh directory for the test `test` of the suite `suite`; see [`TempDir`].
+pub(crate) fn temp_dir(suite: &str, test: &str) -> TempDir {
+    let d = tempfile::Builder::new()
+        .prefix(&format!("lro-{suite}-{test}-"))
+        .tempdir()
+        .expect("create temp dir");
+    TempDir(d)
 }
 
 /// Runs `lro` with `args` in the repository root.

@@ -505,7 +505,11 @@ mod tests {
 
     #[test]
     fn criterion_output_is_read() {
-        let dir = std::env::temp_dir().join(format!("ipoib-crit-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("ipoib-crit-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         for (b, v) in [("copybreak", 50.5), ("handup", 40.0), ("coalesce", 200.25)] {
             let d = dir.join("ipoib_rx").join(b).join("new");
             std::fs::create_dir_all(&d).unwrap();
@@ -520,7 +524,8 @@ mod tests {
             (c.copy_ps, c.handup_ps, c.coalesce_ps),
             (50_500, 40_000, 200_250)
         );
-        std::fs::remove_dir_all(&dir).unwrap();
+        // Without the directory: removed here, so the guard's drop has nothing left to do.
+        tmp.close().unwrap();
         assert!(read_criterion(&dir).unwrap_err().contains("cargo bench"));
     }
 }
