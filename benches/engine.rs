@@ -179,10 +179,10 @@ fn run_bursts_on(
 
 /// Baselines for the harness itself: frames only moved to the sink and recycled, and frames
 /// only parsed, so the engine's own share of `coalesce/*` can be read off.
-fn bench_floor(c: &mut Criterion) {
+fn bench_harness(c: &mut Criterion) {
     let input = traffic(BURST * 16);
     let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
-    let mut g = c.benchmark_group("floor");
+    let mut g = c.benchmark_group("harness");
     g.throughput(Throughput::Elements(input.len() as u64));
     for parse in [false, true] {
         let name = if parse {
@@ -268,7 +268,7 @@ criterion_group!(
     benches,
     bench_csum,
     bench_parse,
-    bench_floor,
+    bench_harness,
     bench_coalesce,
     bench_setup
 );

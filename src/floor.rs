@@ -1,9 +1,9 @@
 //! `lro bench --floor`: the least work a coalescer does per frame, timed in the same harness as
 //! the engine, to tell what the harness and the job cost from what the engine's generality costs.
 //!
-//! Not an engine and not a second rule table: a reference for measurements only. (The `floor`
-//! group of `benches/engine.rs` is a lower yardstick still: the harness alone, frames only
-//! recycled or parsed.)
+//! Not an engine and not a second rule table: a reference for measurements only. (The
+//! `harness` group of `benches/engine.rs` is a lower yardstick still: the harness alone, frames
+//! only recycled or parsed.)
 //! - **One layout:** untagged Ethernet, IPv4 without options, TCP with the aligned timestamp
 //!   option. Every other frame is delivered on its own.
 //! - **Trusted checksums** (`--csum trust`), 64 flows direct-mapped by a hash of addresses and
