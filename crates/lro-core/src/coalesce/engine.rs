@@ -434,6 +434,9 @@ where
         slot: u16,
         shape: Shape,
     ) -> Verdict {
+        // The copies pair each template kind with its constant shape by hand (`Template::fill`
+        // the other way round): a wrong pair would only make every frame miss.
+        debug_assert_eq!(shape, self.store.flows()[usize::from(slot)].tpl.layout());
         let len = frame.as_ref().len();
         match self.predict::<LRO, false>(frame.as_ref(), meta, slot, None, shape) {
             Pred::Append {
