@@ -390,12 +390,17 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let last = &rounds[rounds.len() - 1];
     let allocations: u64 = rounds.iter().map(|r| r.allocations).sum();
     let ratio = report::ratio(last.frames_in, last.frames_out);
-    let (csum, out_csum) = (args.engine.csum_name(), args.engine.out_csum_name());
-    // The floor reference has no policy of its own; its report says what ran.
-    let policy = if args.floor {
-        "floor"
+    let csum = args.engine.csum_name();
+    // What ran: the floor reference has its own fixed settings (the engine's do not apply).
+    let (policy, flows, rss_sort, out_csum) = if args.floor {
+        ("floor", crate::floor::FLOWS, false, "full")
     } else {
-        args.engine.policy_name()
+        (
+            args.engine.policy_name(),
+            args.engine.flows,
+            args.engine.rss_sort,
+            args.engine.out_csum_name(),
+        )
     };
     let mut t = String::new();
     if args.json {
@@ -403,10 +408,10 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             "input": cap.name,
             "policy": policy,
             "burst": burst,
-            "flows": args.engine.flows,
+            "flows": flows,
             "csum": csum,
             "out_csum": out_csum,
-            "rss_sort": args.engine.rss_sort,
+            "rss_sort": rss_sort,
             "rounds": args.rounds,
             "frames_in": last.frames_in,
             "frames_out": last.frames_out,
@@ -425,8 +430,8 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             last.frames_out,
             ratio,
             policy,
-            if args.engine.rss_sort { " sorted by RSS hash" } else { "" },
-            args.engine.flows
+            if rss_sort { " sorted by RSS hash" } else { "" },
+            flows
         );
         let _ = writeln!(
             t,

@@ -28,7 +28,7 @@ use lro_core::wire::tcp::flags::{ACK, FIN, PSH, RST, SYN, URG};
 use lro_core::wire::{be32, ethernet, ethertype, ipv4, protocol, tcp};
 
 /// Flows, direct-mapped.
-const FLOWS: usize = 64;
+pub(crate) const FLOWS: usize = 64;
 /// Frames a segment holds at most.
 const FRAMES: usize = 64;
 /// Where the one layout has the IP header and the TCP header.

@@ -725,6 +725,31 @@ fn bench_floor_times_the_reference_and_needs_trusted_checksums() {
         u(&v, "frames_in")
     );
     assert_eq!(u(&v, "allocations_timed"), 0);
+    // The engine's settings do not apply to the floor: its report says what ran instead.
+    let other = lro_json(&[
+        "bench",
+        DEFAULT,
+        "--rounds",
+        "1",
+        "--csum",
+        "trust",
+        "--floor",
+        "--flows",
+        "256",
+        "--rss-sort",
+        "--out-csum",
+        "partial",
+    ]);
+    assert_eq!(
+        (&other["flows"], &other["rss_sort"], &other["out_csum"]),
+        (
+            &v["flows"],
+            &serde_json::json!(false),
+            &serde_json::json!("full")
+        ),
+        "{other}"
+    );
+    assert_eq!(u(&other, "flows"), 64);
     let out = lro(&["bench", DEFAULT, "--rounds", "1", "--floor"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--csum trust"));
