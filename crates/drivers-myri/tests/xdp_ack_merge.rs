@@ -36,7 +36,7 @@ use drivers_myri::smoltcp::wire::{IpAddress, IpEndpoint};
 use drivers_myri::xdp::{XdpMode, XdpProgram, XskConfig};
 use lro_core::Config;
 use lro_testkit::sys::Stream;
-use xdp_common::{kernel_server, staging, thread_cpu_ns, Fnv, Node};
+use xdp_common::{kernel_server, output, staging, thread_cpu_ns, Fnv, Node};
 
 /// A knob from the environment.
 fn knob(name: &str, default: usize) -> usize {
@@ -92,6 +92,15 @@ struct Run {
     acks_to_stack: u64,
     frames_sent: u64,
     polls: u64,
+    /// Segments the kernel receiver sent (its pure ACKs, SYN-ACK and FIN included).
+    kernel_out: u64,
+    /// Segments the kernel merged in its socket backlog (`TCPBacklogCoalesce`): each merge
+    /// saves one ACK.
+    backlog_merged: u64,
+    /// Frames the kernel's veth end dropped on their way to the XDP end (its ring was full).
+    veth_dropped: u64,
+    /// Frames the AF_XDP socket dropped (RX ring full, fill ring empty, other).
+    xsk_dropped: u64,
 }
 
 impl Run {
@@ -115,6 +124,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn send_run(
     node: &mut Node<'_>,
     ns_b: &str,
+    if_b: &str,
     port: u16,
     merge: bool,
     k: &Knobs,
@@ -154,7 +164,13 @@ fn send_run(
         acks_to_stack: 0,
         frames_sent: 0,
         polls: 0,
+        kernel_out: 0,
+        backlog_merged: 0,
+        veth_dropped: 0,
+        xsk_dropped: 0,
     };
+    let kernel_before = KernelTcp::read(ns_b, if_b)?;
+    let xsk_before = xsk_dropped(node)?;
     let tx_before = node.dev.inner().stats().frames;
     let mut established: Option<Instant> = None;
     let start = Instant::now();
@@ -224,10 +240,80 @@ fn send_run(
         .join()
         .map_err(|_| "kernel server panicked".to_string())?
         .map_err(|e| format!("kernel server: {e}"))?;
+    let kernel_after = KernelTcp::read(ns_b, if_b)?;
+    run.kernel_out = kernel_after.out_segs - kernel_before.out_segs;
+    run.backlog_merged = kernel_after.backlog_coalesce - kernel_before.backlog_coalesce;
+    run.veth_dropped = kernel_after.tx_dropped - kernel_before.tx_dropped;
+    run.xsk_dropped = xsk_dropped(node)? - xsk_before;
     Ok((run, hash.0, received))
 }
 
-fn experiment(ns_a: &str, if_a: &str, ns_b: &str, k: &Knobs) -> Result<Vec<Run>, String> {
+/// Frames the smoltcp node's AF_XDP socket dropped so far.
+fn xsk_dropped(node: &Node<'_>) -> Result<u64, String> {
+    let k = node
+        .dev
+        .driver()
+        .kernel_stats()
+        .map_err(|e| format!("XDP_STATISTICS: {e}"))?;
+    Ok(k.rx_dropped + k.rx_ring_full + k.rx_fill_ring_empty)
+}
+
+/// The kernel receiver's counters: TCP's (its namespace's `/proc/net/snmp` and `netstat`) and
+/// its veth end's transmit drops.
+#[derive(Debug, Clone, Copy)]
+struct KernelTcp {
+    out_segs: u64,
+    backlog_coalesce: u64,
+    tx_dropped: u64,
+}
+
+impl KernelTcp {
+    fn read(ns: &str, ifname: &str) -> Result<Self, String> {
+        let stat = format!("/sys/class/net/{ifname}/statistics/tx_dropped");
+        let tx_dropped = output(&["ip", "netns", "exec", ns, "cat", &stat])?;
+        let text = output(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "cat",
+            "/proc/net/snmp",
+            "/proc/net/netstat",
+        ])?;
+        Ok(Self {
+            out_segs: proc_counter(&text, "Tcp:", "OutSegs")?,
+            backlog_coalesce: proc_counter(&text, "TcpExt:", "TCPBacklogCoalesce")?,
+            tx_dropped: tx_dropped
+                .trim()
+                .parse()
+                .map_err(|e| format!("{stat} = {tx_dropped}: {e}"))?,
+        })
+    }
+}
+
+/// One counter of a `/proc/net/snmp`-style text: a line of names, then a line of values, both
+/// starting with `group`.
+fn proc_counter(text: &str, group: &str, name: &str) -> Result<u64, String> {
+    let mut lines = text.lines().filter(|l| l.starts_with(group));
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if let Some((_, v)) = names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(n, _)| *n == name)
+        {
+            return v.parse().map_err(|e| format!("{group} {name} = {v}: {e}"));
+        }
+    }
+    Err(format!("no {group} {name} in the kernel's counters"))
+}
+
+fn experiment(
+    ns_a: &str,
+    if_a: &str,
+    ns_b: &str,
+    if_b: &str,
+    k: &Knobs,
+) -> Result<Vec<Run>, String> {
     xdp_common::enter(ns_a).map_err(|e| format!("setns: {e}"))?;
     let xdp = XdpProgram::attach(if_a, XdpMode::Native).map_err(|e| e.to_string())?;
     // Kicks only between polls, so the kernel's work inside `sendto` is not charged to
@@ -254,7 +340,7 @@ fn experiment(ns_a: &str, if_a: &str, ns_b: &str, k: &Knobs) -> Result<Vec<Run>,
     for i in 0..count {
         let merge = only.unwrap_or(i % 2 == 1);
         let port = PORT + i as u16;
-        let (run, sent_hash, (got, got_hash)) = send_run(&mut node, ns_b, port, merge, k)?;
+        let (run, sent_hash, (got, got_hash)) = send_run(&mut node, ns_b, if_b, port, merge, k)?;
         if got != k.per_run || got_hash != sent_hash {
             return Err(format!(
                 "run {i}: the kernel received {got} bytes (hash match: {})",
@@ -288,19 +374,24 @@ fn seed_000_ack_merging_cuts_smoltcp_sender_cost() {
         sndbuf,
         ..
     } = k;
-    let (ns_a, if_a, ns_b) = (net.ns_a.clone(), net.if_a.clone(), net.ns_b.clone());
-    let runs = thread::spawn(move || experiment(&ns_a, &if_a, &ns_b, &k))
+    let (ns_a, if_a) = (net.ns_a.clone(), net.if_a.clone());
+    let (ns_b, if_b) = (net.ns_b.clone(), net.if_b.clone());
+    let runs = thread::spawn(move || experiment(&ns_a, &if_a, &ns_b, &if_b, &k))
         .join()
         .expect("sender thread")
         .expect("the experiment");
 
     for r in &runs {
         println!(
-            "  merge {:<3} {} bytes in {:.2?}: {} frames sent, {} pure ACKs in -> {} to smoltcp, {} polls, poll CPU {:.1} ms ({:.3} us/KB), kicks {:.1} ms",
+            "  merge {:<3} {} bytes in {:.2?}: {} frames sent, kernel sent {} ({} segments merged in its backlog), dropped {} at the veth and {} at the socket, {} pure ACKs in -> {} to smoltcp, {} polls, poll CPU {:.1} ms ({:.3} us/KB), kicks {:.1} ms",
             if r.merge { "on" } else { "off" },
             r.bytes,
             r.wall,
             r.frames_sent,
+            r.kernel_out,
+            r.backlog_merged,
+            r.veth_dropped,
+            r.xsk_dropped,
             r.acks_in,
             r.acks_to_stack,
             r.polls,
@@ -384,16 +475,17 @@ fn seed_000_ack_merging_cuts_smoltcp_sender_cost() {
     for r in &on {
         assert!(r.acks_to_stack < r.acks_in, "merging on merged ACKs: {r:?}");
     }
-    // The receiver ACKs every segment it processes (quickack, checked on its route above), but
-    // when its reader falls behind, the kernel coalesces segments queued to the socket backlog
-    // (`tcp_add_backlog`) and ACKs the merged one once: one run in a debug build on a busy
-    // machine saw 0.46 ACKs per segment, release runs about 1.0. So this asks, over all runs,
-    // only for the order of magnitude: at least one pure ACK per four segments sent.
-    let (acks, sent) = runs
-        .iter()
-        .fold((0, 0), |(a, s), r| (a + r.acks_in, s + r.frames_sent));
+    // The premise: the kernel receiver ACKs every segment (quickack on its route, checked
+    // above; no GRO). Each segment it receives is ACKed, or merged into the one before it in its
+    // socket's backlog while its reader holds the lock, and that merge saves an ACK. Delayed ACKs
+    // would give at most one ACK per two segments. Counted where the kernel sends them: ACKs
+    // lost on the way to smoltcp (the drop counters printed above) do not undo the premise. A
+    // debug run on a busy CI machine once saw only 0.46 pure ACKs per segment reach smoltcp.
+    let (answered, sent) = runs.iter().fold((0, 0), |(a, s), r| {
+        (a + r.kernel_out + r.backlog_merged, s + r.frames_sent)
+    });
     assert!(
-        acks * 4 >= sent,
-        "{acks} pure ACKs for {sent} segments sent: is the kernel receiver delaying its ACKs?"
+        answered * 4 >= sent * 3,
+        "the kernel sent {answered} ACKs (or merged segments) for {sent} segments: not one per segment"
     );
 }
