@@ -97,7 +97,8 @@ struct Run {
     /// Segments the kernel merged in its socket backlog (`TCPBacklogCoalesce`): each merge
     /// saves one ACK.
     backlog_merged: u64,
-    /// Frames the kernel's veth end dropped on their way to the XDP end (its ring was full).
+    /// Frames the kernel's veth end could not hand to the XDP end (`tx_dropped`: its peer's
+    /// ring was full).
     veth_dropped: u64,
     /// Frames the AF_XDP socket dropped (RX ring full, fill ring empty, other).
     xsk_dropped: u64,
