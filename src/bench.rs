@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crate::alloc_count;
 use crate::capture::{Capture, FrameClass};
-use crate::engine::{with_engine, EngineArgs, WithEngine};
+use crate::engine::{with_engine, EngineArgs, OutCsumArg, WithEngine};
 use crate::floor::Floor;
 use crate::report;
 
@@ -393,7 +393,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let csum = args.engine.csum_name();
     // What ran: the floor reference has its own fixed settings (the engine's do not apply).
     let (policy, flows, rss_sort, out_csum) = if args.floor {
-        ("floor", crate::floor::FLOWS, false, "full")
+        ("floor", crate::floor::FLOWS, false, OutCsumArg::Full.name())
     } else {
         (
             args.engine.policy_name(),

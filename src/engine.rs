@@ -96,6 +96,16 @@ pub(crate) enum OutCsumArg {
     Partial,
 }
 
+impl OutCsumArg {
+    /// As printed in reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            OutCsumArg::Full => "full",
+            OutCsumArg::Partial => "partial",
+        }
+    }
+}
+
 /// Engine settings common to every subcommand.
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub(crate) struct EngineArgs {
@@ -189,10 +199,7 @@ impl EngineArgs {
 
     /// `--out-csum` as printed in reports.
     pub(crate) fn out_csum_name(&self) -> &'static str {
-        match self.out_csum {
-            OutCsumArg::Full => "full",
-            OutCsumArg::Partial => "partial",
-        }
+        self.out_csum.name()
     }
 }
 

@@ -53,6 +53,7 @@ const FLAG_WORD: usize = L4 + tcp::field::FLAG_WORD.start;
 const FLAGS: usize = L4 + tcp::field::FLAGS;
 const WINDOW: usize = L4 + tcp::field::WINDOW.start;
 const TCP_CHECKSUM: usize = L4 + tcp::field::CHECKSUM.start;
+const TCP_CHECKSUM_END: usize = L4 + tcp::field::CHECKSUM.end;
 const TS_KINDS: usize = L4 + tcp::field::TS_KINDS.start;
 const TS_VAL: usize = L4 + tcp::field::TS_VAL.start;
 const TS_ECR: usize = L4 + tcp::field::TS_ECR.start;
@@ -375,13 +376,13 @@ fn fix_head(b: &mut [u8], e: &Flow, count: usize) {
         + u64::from(ne32(h, PORTS))
         + u64::from(ne32(h, TS_KINDS));
     let payload = csum::finish(u16::from_be(csum::fold(e.acc + shared * count as u64)));
-    h[TCP_CHECKSUM..TCP_CHECKSUM + 2].fill(0);
+    h[TCP_CHECKSUM..TCP_CHECKSUM_END].fill(0);
     let tcp_len = (HDR - L4) as u32 + e.payload;
     let sum = csum::add(
         csum::add(pseudo.sum(tcp_len), csum::sum_header(&h[L4..HDR])),
         payload,
     );
-    h[TCP_CHECKSUM..TCP_CHECKSUM + 2].copy_from_slice(&csum::finish(sum).to_be_bytes());
+    h[TCP_CHECKSUM..TCP_CHECKSUM_END].copy_from_slice(&csum::finish(sum).to_be_bytes());
 }
 
 /// Delivers a frame on its own.

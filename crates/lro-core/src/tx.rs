@@ -498,6 +498,14 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
         }
     }
 
+    /// The token of this queue's transmission `id`.
+    fn token(&self, id: u64) -> TxToken {
+        TxToken {
+            id,
+            queue: self.tag,
+        }
+    }
+
     /// `SND.UNA`: the oldest unACKed sequence number.
     pub const fn snd_una(&self) -> u32 {
         self.snd_una
@@ -580,10 +588,7 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
                 self.tail += 1;
                 self.snd_nxt = seq.wrapping_add(payload_len + u32::from(fin));
                 self.stats.pushed += 1;
-                Ok(TxToken {
-                    id,
-                    queue: self.tag,
-                })
+                Ok(self.token(id))
             }
             Err(error) => Err(PushError { error, buffer: buf }),
         }
@@ -748,6 +753,7 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
         }
         self.stats.retransmits += 1;
         let zero_copy = options.post == Post::ZeroCopy;
+        let token = zero_copy.then(|| self.token(id));
         let Some(e) = self.slots[Self::index(id)].as_mut() else {
             return Err(TxError::NothingToRetransmit);
         };
@@ -785,10 +791,7 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
             layout,
             seq,
             fin: e.fin,
-            token: zero_copy.then_some(TxToken {
-                id,
-                queue: self.tag,
-            }),
+            token,
         })
     }
 

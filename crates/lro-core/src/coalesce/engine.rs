@@ -408,17 +408,28 @@ where
         // comparison captures, and VLAN-tagged and IPv6 frames as fast as untagged IPv4 ones.
         // Not on bare metal, where each copy's flash (about 4 KB per policy) counts for more.
         #[cfg(not(target_os = "none"))]
-        match tpl.kind() {
-            predict::Kind::EthernetV4 => {
-                return self.push_shape::<LRO, K>(frame, meta, sink, slot, Shape::ETHERNET_V4_TS)
+        {
+            use predict::Kind;
+            // One call per kind, each with its layout a constant: a single call with the
+            // layout chosen at run time is not specialised (404.6 instead of 354.8
+            // instructions per frame on 4flows).
+            macro_rules! copy {
+                ($kind:expr) => {
+                    return self.push_shape::<LRO, K>(
+                        frame,
+                        meta,
+                        sink,
+                        slot,
+                        const { $kind.shape().expect("a kind with a copy") },
+                    )
+                };
             }
-            predict::Kind::VlanV4 => {
-                return self.push_shape::<LRO, K>(frame, meta, sink, slot, Shape::VLAN_V4_TS)
+            match tpl.kind() {
+                Kind::EthernetV4 => copy!(Kind::EthernetV4),
+                Kind::VlanV4 => copy!(Kind::VlanV4),
+                Kind::EthernetV6 => copy!(Kind::EthernetV6),
+                Kind::Other => {}
             }
-            predict::Kind::EthernetV6 => {
-                return self.push_shape::<LRO, K>(frame, meta, sink, slot, Shape::ETHERNET_V6_TS)
-            }
-            predict::Kind::Other => {}
         }
         let shape = tpl.layout();
         self.push_shape::<LRO, K>(frame, meta, sink, slot, shape)
@@ -434,8 +445,8 @@ where
         slot: u16,
         shape: Shape,
     ) -> Verdict {
-        // The copies pair each template kind with its constant shape by hand (`Template::fill`
-        // the other way round): a wrong pair would only make every frame miss.
+        // The copy taken is the one of the template's kind, whose layout `Kind::shape` gives:
+        // a copy for another layout would only make every frame miss.
         debug_assert_eq!(shape, self.store.flows()[usize::from(slot)].tpl.layout());
         let len = frame.as_ref().len();
         match self.predict::<LRO, false>(frame.as_ref(), meta, slot, None, shape) {

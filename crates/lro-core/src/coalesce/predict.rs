@@ -36,7 +36,7 @@ use crate::meta::{LinkKind, RxChecksum, RxMeta};
 use crate::parse::IpFacts;
 
 use crate::wire::tcp::{self, TcpOptions};
-use crate::wire::{ipv4, ipv6};
+use crate::wire::{ethernet, ipv4, ipv6};
 
 /// Most header bytes a template holds: 160. An Ethernet/IPv6/TCP header with timestamps is 86
 /// bytes; GRE with a key over IPv4 inside IPv4 and timestamps 94, IPv6 inside IPv6 134 (138
@@ -71,18 +71,45 @@ pub(crate) struct Template {
 }
 
 /// The layouts header prediction has a copy of its path for, with their offsets as constants
-/// (see `Engine::push_predicted`): untagged (or tag stripped) Ethernet with IPv4, with one VLAN
-/// tag and IPv4, untagged with IPv6; TCP with the aligned timestamps.
+/// (see `Engine::push_predicted`). [`Kind::shape`] pairs each with its layout, the only place
+/// the two are paired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// [`Shape::ETHERNET_V4_TS`].
+    /// Untagged Ethernet (or a stripped tag), IPv4 without options, TCP with the aligned
+    /// timestamps: the most common layout.
     EthernetV4,
-    /// [`Shape::VLAN_V4_TS`].
+    /// The same with one VLAN tag in the frame.
     VlanV4,
-    /// [`Shape::ETHERNET_V6_TS`].
+    /// Untagged Ethernet, IPv6 without extension headers, TCP with the aligned timestamps.
     EthernetV6,
     /// Any other layout: read with the template's offsets.
     Other,
+}
+
+impl Kind {
+    /// The kinds with a copy of the path: all but [`Kind::Other`].
+    const COPIED: [Kind; 3] = [Kind::EthernetV4, Kind::VlanV4, Kind::EthernetV6];
+
+    /// The layout of a kind with a copy (`None` for [`Kind::Other`]).
+    pub(crate) const fn shape(self) -> Option<Shape> {
+        match self {
+            Kind::EthernetV4 => Some(Shape::with_timestamps(ethernet::HEADER_LEN, false)),
+            Kind::VlanV4 => Some(Shape::with_timestamps(
+                ethernet::HEADER_LEN + ethernet::vlan::LEN,
+                false,
+            )),
+            Kind::EthernetV6 => Some(Shape::with_timestamps(ethernet::HEADER_LEN, true)),
+            Kind::Other => None,
+        }
+    }
+
+    /// The kind whose layout is `shape`.
+    fn of(shape: Shape) -> Kind {
+        Kind::COPIED
+            .into_iter()
+            .find(|k| k.shape() == Some(shape))
+            .unwrap_or(Kind::Other)
+    }
 }
 
 const _: () = assert!(core::mem::size_of::<Template>() == 384);
@@ -132,14 +159,6 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
-    /// Untagged Ethernet (or a stripped tag), IPv4 without options, TCP with the aligned
-    /// timestamps: the most common layout.
-    pub(crate) const ETHERNET_V4_TS: Shape = Shape::with_timestamps(14, false);
-    /// The same with one VLAN tag in the frame.
-    pub(crate) const VLAN_V4_TS: Shape = Shape::with_timestamps(18, false);
-    /// Untagged Ethernet, IPv6 without extension headers, TCP with the aligned timestamps.
-    pub(crate) const ETHERNET_V6_TS: Shape = Shape::with_timestamps(14, true);
-
     /// The layout of an IP header at `l3` (IPv4 without options, or IPv6 without extension
     /// headers) and TCP with the aligned timestamps, not tunnelled.
     const fn with_timestamps(l3: usize, v6: bool) -> Shape {
@@ -400,12 +419,7 @@ impl Template {
         };
         self.link = meta.link;
         self.stripped = meta.vlan_stripped;
-        self.kind = match self.shape {
-            s if s == Shape::ETHERNET_V4_TS => Kind::EthernetV4,
-            s if s == Shape::VLAN_V4_TS => Kind::VlanV4,
-            s if s == Shape::ETHERNET_V6_TS => Kind::EthernetV6,
-            _ => Kind::Other,
-        };
+        self.kind = Kind::of(self.shape);
         // The constant words of the pseudo header and the TCP header, in native byte order:
         // the address sum and protocol, minus the bytes of the IP header that the length word
         // counts but the TCP length does not (its ones' complement), the ports, the option
