@@ -300,20 +300,75 @@ fn macs(h: &[u8; 12]) -> u128 {
         | u128::from(u32::from_be_bytes([h[8], h[9], h[10], h[11]])) << 32
 }
 
-/// The offsets and the TCP header of a fast-path frame (`h`: its first bytes, through the fixed
-/// TCP header at `l4`) whose IP datagram ends at `ip_end`, into `out`: both IP versions' common
-/// part. False when the lengths do not fit the frame, left to the general parser to judge.
-#[inline(always)]
-fn fast_tcp(
-    out: &mut Parsed,
-    frame: &[u8],
-    h: &[u8],
-    (l3, l4, ip_end): (usize, usize, usize),
-) -> bool {
-    let hlen = usize::from(h[l4 + tcp::field::DATA_OFF] >> 4) * 4;
-    if ip_end > frame.len() || hlen < tcp::HEADER_LEN || l4 + hlen > ip_end {
-        return false;
+/// A frame of one of the fast paths' shapes: its first bytes, through the fixed TCP header, the
+/// offsets of its IP and TCP headers and where its IP datagram ends (not yet checked against
+/// the frame: [`Fast::tcp_len`]).
+struct Fast<'a> {
+    h: &'a [u8],
+    l3: usize,
+    l4: usize,
+    ip_end: usize,
+}
+
+impl Fast<'_> {
+    /// Ethernet with `TAGS` (0 or 1) in-line VLAN tags, IPv4 with IHL 5 and not a fragment,
+    /// TCP; `None` for any other frame.
+    #[inline(always)]
+    fn v4<const TAGS: usize>(frame: &[u8]) -> Option<Fast<'_>> {
+        let l3 = ethernet::HEADER_LEN + TAGS * ethernet::vlan::LEN;
+        let l4 = l3 + ipv4::HEADER_LEN;
+        let h = frame.get(..l4 + tcp::HEADER_LEN)?;
+        let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+        if h[l3] != ipv4::VER_IHL_PLAIN
+            || h[l3 + ipv4::field::PROTOCOL] != protocol::TCP
+            || be16(l3 + ipv4::field::FLG_OFF.start) & ipv4::NOT_DF != 0
+        {
+            return None;
+        }
+        let ip_end = l3 + usize::from(be16(l3 + ipv4::field::LENGTH.start));
+        Some(Fast { h, l3, l4, ip_end })
     }
+
+    /// Ethernet with `TAGS` (0 or 1) in-line VLAN tags, IPv6 with TCP right after the fixed
+    /// header and a nonzero payload length; `None` for any other frame.
+    #[inline(always)]
+    fn v6<const TAGS: usize>(frame: &[u8]) -> Option<Fast<'_>> {
+        let l3 = ethernet::HEADER_LEN + TAGS * ethernet::vlan::LEN;
+        let l4 = l3 + ipv6::HEADER_LEN;
+        let h = frame.get(..l4 + tcp::HEADER_LEN)?;
+        let plen = usize::from(u16::from_be_bytes([
+            h[l3 + ipv6::field::LENGTH.start],
+            h[l3 + ipv6::field::LENGTH.start + 1],
+        ]));
+        if h[l3] >> 4 != 6 || h[l3 + ipv6::field::NXT_HDR] != protocol::TCP || plen == 0 {
+            return None;
+        }
+        Some(Fast {
+            h,
+            l3,
+            l4,
+            ip_end: l4 + plen,
+        })
+    }
+
+    /// The TCP header's length, when the datagram lies inside the frame (`frame_len` bytes) and
+    /// the TCP header inside the datagram; `None` otherwise, left to the general parser to judge.
+    #[inline(always)]
+    fn tcp_len(&self, frame_len: usize) -> Option<usize> {
+        let hlen = usize::from(self.h[self.l4 + tcp::field::DATA_OFF] >> 4) * 4;
+        (self.ip_end <= frame_len && hlen >= tcp::HEADER_LEN && self.l4 + hlen <= self.ip_end)
+            .then_some(hlen)
+    }
+}
+
+/// The TCP part of a fast-path frame `f` into `out`: both IP versions' common part. False when
+/// the lengths do not fit the frame ([`Fast::tcp_len`]).
+#[inline(always)]
+fn fast_tcp(out: &mut Parsed, frame: &[u8], f: &Fast<'_>) -> bool {
+    let Some(hlen) = f.tcp_len(frame.len()) else {
+        return false;
+    };
+    let (h, l3, l4, ip_end) = (f.h, f.l3, f.l4, f.ip_end);
     let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
     let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
     out.link_len = l3 as u32;
@@ -339,21 +394,12 @@ fn fast_tcp(
 /// any frame it does not cover; those go to the general parser, which decides what they are.
 #[inline(always)]
 fn fast_v4<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> bool {
-    let l3 = ethernet::HEADER_LEN + TAGS * ethernet::vlan::LEN;
-    let l4 = l3 + ipv4::HEADER_LEN;
-    let Some(h) = frame.get(..l4 + tcp::HEADER_LEN) else {
+    let Some(f) = Fast::v4::<TAGS>(frame) else {
         return false;
     };
+    let (h, l3, l4) = (f.h, f.l3, f.l4);
     let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
     let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-    let frag = be16(l3 + ipv4::field::FLG_OFF.start);
-    if h[l3] != ipv4::VER_IHL_PLAIN
-        || h[l3 + ipv4::field::PROTOCOL] != protocol::TCP
-        || frag & ipv4::NOT_DF != 0
-    {
-        return false;
-    }
-    let ip_end = l3 + usize::from(be16(l3 + ipv4::field::LENGTH.start));
     let mut tags = stripped_tag(meta);
     if TAGS == 1 {
         tags |= u128::from(be32(ethernet::HEADER_LEN - 2)) << 64;
@@ -370,32 +416,25 @@ fn fast_v4<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
     out.ip = IpFacts {
         ttl: h[l3 + ipv4::field::TTL],
         tos: h[l3 + ipv4::field::TOS],
-        df: frag & ipv4::DF != 0,
+        df: be16(l3 + ipv4::field::FLG_OFF.start) & ipv4::DF != 0,
         id: be16(l3 + ipv4::field::IDENT.start),
         options: false,
         v6: false,
     };
     out.tunnel = None;
-    fast_tcp(out, frame, h, (l3, l4, ip_end))
+    fast_tcp(out, frame, &f)
 }
 
 /// The fast path for Ethernet with `TAGS` (0 or 1) in-line VLAN tags, IPv6 with TCP right after
 /// the fixed header.
 #[inline(always)]
 fn fast_v6<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> bool {
-    let l3 = ethernet::HEADER_LEN + TAGS * ethernet::vlan::LEN;
-    let l4 = l3 + ipv6::HEADER_LEN;
-    let Some(h) = frame.get(..l4 + tcp::HEADER_LEN) else {
+    let Some(f) = Fast::v6::<TAGS>(frame) else {
         return false;
     };
-    let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+    let (h, l3, l4) = (f.h, f.l3, f.l4);
     let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-    let plen = usize::from(be16(l3 + ipv6::field::LENGTH.start));
     let first = be32(l3);
-    if first >> 28 != 6 || h[l3 + ipv6::field::NXT_HDR] != protocol::TCP || plen == 0 {
-        return false;
-    }
-    let ip_end = l4 + plen;
     let mut tags = stripped_tag(meta);
     if TAGS == 1 {
         tags |= u128::from(be32(ethernet::HEADER_LEN - 2)) << 64;
@@ -423,7 +462,7 @@ fn fast_v6<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
         v6: true,
     };
     out.tunnel = None;
-    fast_tcp(out, frame, h, (l3, l4, ip_end))
+    fast_tcp(out, frame, &f)
 }
 
 /// The link layer: the offset of the first IP header, the MAC addresses (flow-key layout), the
