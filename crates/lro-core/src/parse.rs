@@ -465,6 +465,56 @@ fn fast_v6<const TAGS: usize>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> 
     fast_tcp(out, frame, &f)
 }
 
+/// What an RSS hash over addresses and ports reads of a TCP frame, in place: the source and
+/// destination addresses (contiguous in the IP header) and the source and destination ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlowBytes<'a> {
+    /// TCP over IPv4.
+    V4(&'a [u8; 8], &'a [u8; 4]),
+    /// TCP over IPv6.
+    V6(&'a [u8; 32], &'a [u8; 4]),
+}
+
+/// The [`FlowBytes`] of a frame of the fast paths' shapes (Ethernet without or with one VLAN
+/// tag, IPv4 without options and not a fragment or IPv6 without extension headers, TCP, lengths
+/// that fit), which [`parse`] accepts whole; `None` for any other frame, which only [`parse`]
+/// can judge. Reads no more than the fast paths' shape checks: no field is stored, no option
+/// classified.
+#[inline(always)]
+pub(crate) fn fast_flow_bytes<'a>(frame: &'a [u8], meta: &RxMeta) -> Option<FlowBytes<'a>> {
+    if meta.link != LinkKind::Ethernet {
+        return None;
+    }
+    let h = frame.first_chunk::<{ ethernet::HEADER_LEN + ethernet::vlan::LEN }>()?;
+    let et = u16::from_be_bytes([h[12], h[13]]);
+    let tagged = et == ethertype::VLAN || et == ethertype::QINQ;
+    let inner = if tagged {
+        u16::from_be_bytes([h[16], h[17]])
+    } else {
+        et
+    };
+    let f = match (inner, tagged) {
+        (ethertype::IPV4, false) => Fast::v4::<0>(frame)?,
+        (ethertype::IPV4, true) => Fast::v4::<1>(frame)?,
+        (ethertype::IPV6, false) => Fast::v6::<0>(frame)?,
+        (ethertype::IPV6, true) => Fast::v6::<1>(frame)?,
+        _ => return None,
+    };
+    f.tcp_len(frame.len())?;
+    let ports = f.h.get(f.l4..)?.first_chunk()?;
+    Some(if inner == ethertype::IPV6 {
+        FlowBytes::V6(
+            f.h.get(f.l3 + ipv6::field::SRC.start..)?.first_chunk()?,
+            ports,
+        )
+    } else {
+        FlowBytes::V4(
+            f.h.get(f.l3 + ipv4::field::SRC.start..)?.first_chunk()?,
+            ports,
+        )
+    })
+}
+
 /// The link layer: the offset of the first IP header, the MAC addresses (flow-key layout), the
 /// VLAN tags (flow-key layout, the stripped one included) and the EtherType announced.
 #[inline(always)]

