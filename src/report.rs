@@ -245,6 +245,14 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
             s.predicted
         );
     }
+    if s.prediction_paused > 0 {
+        let n = s.prediction_paused;
+        let _ = writeln!(
+            t,
+            "paused       header prediction for {n} {} (after bursts in which it took fewer than one frame in eight)",
+            if n == 1 { "burst" } else { "bursts" }
+        );
+    }
     let passed = nonzero(PassReason::ALL.iter().map(|r| r.name()), &s.passed);
     let flushes = nonzero(FlushReason::ALL.iter().map(|r| r.name()), &s.flushes);
     let _ = writeln!(t, "passed alone {}", list(&passed));
@@ -309,6 +317,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "trimmed": s.trimmed,
         "evictions": s.evictions,
         "predicted": s.predicted,
+        "prediction_paused": s.prediction_paused,
         "ratio": ratio(s.frames_in, out),
         "passed": counters(PassReason::ALL.iter().map(|r| r.name()), &s.passed),
         "flushes": counters(FlushReason::ALL.iter().map(|r| r.name()), &s.flushes),

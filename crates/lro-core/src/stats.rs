@@ -260,6 +260,10 @@ pub struct Stats {
     /// or passed alone (a pure ACK under `Gro`; a SACK pure ACK read as a variant of its
     /// flow's template, under either policy).
     pub predicted: u64,
+    /// Bursts (the frames between two `flush_all` calls) run without header prediction: it
+    /// pauses after a burst in which it took fewer than one frame in eight, for 1 to 16 bursts
+    /// (see [`Config::header_prediction`](crate::Config)).
+    pub prediction_paused: u64,
     /// Frames delivered on their own, by reason.
     pub passed: [u64; PassReason::COUNT],
     /// Held segments completed, by reason.
@@ -290,6 +294,7 @@ impl Stats {
             trimmed: 0,
             evictions: 0,
             predicted: 0,
+            prediction_paused: 0,
             passed: [0; PassReason::COUNT],
             flushes: [0; FlushReason::COUNT],
             tunnel: TunnelStats::new(),
@@ -326,6 +331,7 @@ impl Stats {
         self.trimmed += other.trimmed;
         self.evictions += other.evictions;
         self.predicted += other.predicted;
+        self.prediction_paused += other.prediction_paused;
         for (a, b) in self.passed.iter_mut().zip(other.passed.iter()) {
             *a += b;
         }

@@ -403,6 +403,7 @@ fn run_csum(
     assert!(engine.stats().is_conserved());
     let mut stats = engine.stats().clone();
     stats.predicted = 0;
+    stats.prediction_paused = 0;
     (verdicts, rec, predicted, stats)
 }
 
@@ -697,4 +698,99 @@ fn pure_acks_without_options_are_predicted() {
             }
         }
     }
+}
+
+/// Frame `i` of flow `flow` (source port 10000 + flow), 100 bytes of payload, timestamps.
+fn flow_data(flow: u16, i: u32) -> Vec<u8> {
+    let payload = [flow as u8; MSS];
+    frame(
+        FrameSpec::ipv4_tcp(10000 + flow, 80)
+            .seq(1 + i * MSS as u32)
+            .ack(1)
+            .flags(TCP_ACK)
+            .timestamps(5, 6)
+            .payload(&payload),
+    )
+}
+
+/// Pushes `bursts` through an `Lro` engine of 16 entries, calling `flush_all` after each:
+/// the verdicts, what the sink saw, and the counters after each burst.
+fn burst_run(
+    bursts: &[Vec<Vec<u8>>],
+    prediction: bool,
+) -> (Vec<Verdict>, Rec, Vec<lro_core::Stats>) {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let config = Config::lro().with_header_prediction(prediction);
+    let mut engine: Engine<Vec<u8>, Sizes<16, 16>> = Engine::new(config);
+    let mut rec = Rec::default();
+    let mut verdicts = Vec::new();
+    let mut stats = Vec::new();
+    for burst in bursts {
+        for f in burst {
+            verdicts.push(engine.push(f.clone(), &meta, &mut rec));
+        }
+        engine.flush_all(&mut rec);
+        stats.push(engine.stats().clone());
+    }
+    assert!(engine.stats().is_conserved());
+    (verdicts, rec, stats)
+}
+
+/// Header prediction pauses after bursts in which it hardly hits (64 flows through 16
+/// entries, one frame each per burst) and resumes when it is tried again on bursts of runs
+/// (4 flows, 8 frames each): the output and the verdicts are those of the general path
+/// throughout, the pause is counted, and prediction takes the runs again afterwards.
+#[test]
+fn header_prediction_pauses_where_it_misses_and_resumes() {
+    let mut next = [0u32; 64];
+    let mut bursts = Vec::new();
+    let runs = |bursts: &mut Vec<Vec<Vec<u8>>>, next: &mut [u32; 64], n: usize| {
+        for _ in 0..n {
+            let mut b = Vec::new();
+            for flow in 0..4u16 {
+                for _ in 0..8 {
+                    b.push(flow_data(flow, next[usize::from(flow)]));
+                    next[usize::from(flow)] += 1;
+                }
+            }
+            bursts.push(b);
+        }
+    };
+    runs(&mut bursts, &mut next, 4);
+    for _ in 0..8 {
+        let b = (0..64u16)
+            .map(|flow| {
+                next[usize::from(flow)] += 1;
+                flow_data(flow, next[usize::from(flow)] - 1)
+            })
+            .collect();
+        bursts.push(b);
+    }
+    runs(&mut bursts, &mut next, 20);
+    let (v_on, rec_on, stats_on) = burst_run(&bursts, true);
+    let (v_off, rec_off, stats_off) = burst_run(&bursts, false);
+    assert_eq!(v_on, v_off, "verdicts");
+    assert_eq!(rec_on.segments, rec_off.segments, "segments");
+    assert_eq!(rec_on.released, rec_off.released, "released frames");
+    let (on, off) = (stats_on.last().unwrap(), stats_off.last().unwrap());
+    assert_eq!((off.predicted, off.prediction_paused), (0, 0));
+    // The one-frame bursts (4 to 11) predict nothing; from the second on prediction pauses.
+    let paused_by = |b: usize| stats_on[b].prediction_paused;
+    assert_eq!(paused_by(4), 0, "bursts of runs never pause it");
+    assert!(
+        paused_by(11) >= 3,
+        "paused for {} of the poor bursts",
+        paused_by(11)
+    );
+    // Tried again within 16 bursts of the last poor one, it takes the runs again: every frame
+    // of the last burst (each flow's first starts its next segment from the template).
+    let last = stats_on.len() - 1;
+    let taken_last = stats_on[last].predicted - stats_on[last - 1].predicted;
+    assert_eq!(taken_last, 32, "predicted in the last burst");
+    assert_eq!(
+        on.prediction_paused,
+        stats_on[last - 1].prediction_paused,
+        "not paused at the end"
+    );
+    assert!(on.prediction_paused <= paused_by(11) + 16);
 }

@@ -10,6 +10,7 @@ use core::marker::PhantomData;
 
 use super::ack_memo;
 use super::fixup::{self, Layers, TcpSum};
+use super::gate::Gate;
 use super::predict::{self, PayloadSum, Predicted, Probe, Shape};
 use super::rules::{self, Compared, Facts, Fields, HeadMatch, Merge};
 use super::storage::{
@@ -70,6 +71,10 @@ pub struct Engine<F, C: Capacity = DefaultSizes, E: Encap = NoEncap> {
     probe: Probe,
     /// Counts the pure-ACK flows [`Engine::keep_idle`] found without an entry.
     ack_misses: u8,
+    /// Whether this burst runs header prediction: [`Config::header_prediction`] and the gate.
+    predicting: bool,
+    /// Pauses header prediction after bursts in which it took almost no frame.
+    gate: Gate,
     _encap: PhantomData<fn() -> E>,
 }
 
@@ -314,6 +319,8 @@ where
             held: 0,
             probe: Probe::new(FlowHasher::new(config.hash_seed).multiplier()),
             ack_misses: 0,
+            predicting: config.header_prediction,
+            gate: Gate::NEW,
             _encap: PhantomData,
         }
     }
@@ -334,6 +341,7 @@ where
             self.hold_deadline = 0;
         }
         self.config = config;
+        self.predicting = config.header_prediction && self.gate.open();
         if reseed {
             self.hasher = FlowHasher::new(config.hash_seed);
             self.probe = self.probe.with_multiplier(self.hasher.multiplier());
@@ -378,7 +386,7 @@ where
     #[inline]
     pub fn push<K: Sink<F> + ?Sized>(&mut self, frame: F, meta: &RxMeta, sink: &mut K) -> Verdict {
         self.stats.frames_in += 1;
-        if self.config.header_prediction {
+        if self.predicting {
             // Compiled once per policy: the rules' policy checks fold.
             return match self.config.policy {
                 Policy::Lro => self.push_predicted::<true, K>(frame, meta, sink),
@@ -670,6 +678,12 @@ where
             self.flush_slot(slot, FlushReason::FlushAll, sink);
         }
         self.hold_deadline = u64::MAX;
+        if self.config.header_prediction && !self.predicting {
+            self.stats.prediction_paused += 1;
+        }
+        self.gate
+            .burst_end(self.stats.frames_in, self.stats.predicted);
+        self.predicting = self.config.header_prediction && self.gate.open();
     }
 
     /// Delivers idle and overdue flows (see [`Coalescer::flush_idle`]).
@@ -1248,7 +1262,7 @@ where
     /// their segments, and both would pay for a new template on every frame.
     #[inline(always)]
     fn keep_idle(&mut self, inc: &Incoming<E::Tunnel>, bytes: &[u8], meta: &RxMeta) {
-        if !self.config.header_prediction {
+        if !self.predicting {
             return;
         }
         match inc.entry {
@@ -1297,7 +1311,7 @@ where
     /// ([`predict::View`]), so they are set with the template, not only when a segment starts.
     #[inline(always)]
     fn adopt(&mut self, slot: u16, bytes: &[u8], inc: &Incoming<E::Tunnel>, meta: &RxMeta) {
-        let prediction = self.config.header_prediction;
+        let prediction = self.predicting;
         let e = &mut self.store.parts().flows[usize::from(slot)];
         e.layers = inc.layers;
         e.hash = inc.hash;

@@ -7,12 +7,14 @@
 //! - `rules`: every merge and flush rule, one function each, with its source;
 //! - `predict`: header prediction's template and fast read of a frame;
 //! - `ack_memo`: the newest delivered ACK per flow (`Lro` duplicate-ACK protection);
+//! - `gate`: when header prediction pauses (bursts in which it took almost no frame);
 //! - `fixup`: lengths and checksums rewritten at delivery (shared with [`crate::gso`]);
 //! - `storage`: the engine's memory ([`Capacity`], [`Sizes`]) and a held segment's state.
 
 mod ack_memo;
 mod engine;
 pub(crate) mod fixup;
+mod gate;
 mod predict;
 mod rules;
 mod storage;
@@ -114,6 +116,13 @@ pub struct Config {
     /// Jacobson's TCP fast path applied to GRO. It decides nothing itself: the rules are the
     /// general path's, and a property test and the `coalesce` fuzz target require identical
     /// output with it off.
+    ///
+    /// Where it hardly ever hits (more flows than entries, each sending one frame at a time)
+    /// it only costs, so it pauses itself: after a burst (the frames between two
+    /// [`Coalescer::flush_all`] calls) of at least 16 frames in which it took fewer than one in
+    /// eight, the next burst runs without it; it is tried again after each pause, which
+    /// doubles (up to 16 bursts) while the bursts it is tried in stay poor
+    /// ([`Stats::prediction_paused`] counts the bursts run without it).
     pub header_prediction: bool,
     /// The seed of the flow table's hash ([`FlowHasher`](crate::flow::FlowHasher)). Give each
     /// engine a random one (a hardware RNG, `getrandom` on a host): an attacker who cannot
