@@ -260,9 +260,9 @@ pub struct Stats {
     /// or passed alone (a pure ACK under `Gro`; a SACK pure ACK read as a variant of its
     /// flow's template, under either policy).
     pub predicted: u64,
-    /// Bursts (the frames between two `flush_all` calls) run without header prediction: it
-    /// pauses after a burst in which it took fewer than one frame in eight, for 1 to 16 bursts
-    /// (see [`Config::header_prediction`](crate::Config)).
+    /// Bursts (the frames between two `flush_all` or `flush_idle` calls) run without header
+    /// prediction: it pauses after a burst in which it took fewer than one frame in eight, for
+    /// 1 to 16 bursts (see [`Config::header_prediction`](crate::Config)).
     pub prediction_paused: u64,
     /// Frames delivered on their own, by reason.
     pub passed: [u64; PassReason::COUNT],

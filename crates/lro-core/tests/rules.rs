@@ -713,25 +713,37 @@ fn flow_data(flow: u16, i: u32) -> Vec<u8> {
     )
 }
 
-/// Pushes `bursts` through an `Lro` engine of 16 entries, calling `flush_all` after each:
-/// the verdicts, what the sink saw, and the counters after each burst.
+/// Pushes `bursts` through an `Lro` engine of 16 entries, one burst per millisecond, ending
+/// each with `flush_all`, or with `flush_idle` (`idle`: segments idle for 1 ms are flushed, so
+/// each burst's segments go at the next burst's end): the verdicts, what the sink saw, and the
+/// counters after each burst.
 fn burst_run(
     bursts: &[Vec<Vec<u8>>],
     prediction: bool,
+    idle: bool,
 ) -> (Vec<Verdict>, Rec, Vec<lro_core::Stats>) {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
-    let config = Config::lro().with_header_prediction(prediction);
+    let mut config = Config::lro().with_header_prediction(prediction);
+    if idle {
+        config = config.with_idle_timeout(1_000_000);
+    }
     let mut engine: Engine<Vec<u8>, Sizes<16, 16>> = Engine::new(config);
     let mut rec = Rec::default();
     let mut verdicts = Vec::new();
     let mut stats = Vec::new();
-    for burst in bursts {
+    for (i, burst) in bursts.iter().enumerate() {
+        let now = i as u64 * 1_000_000;
+        let meta = RxMeta::ethernet(now).with_checksum(RxChecksum::Verified);
         for f in burst {
             verdicts.push(engine.push(f.clone(), &meta, &mut rec));
         }
-        engine.flush_all(&mut rec);
+        if idle {
+            engine.flush_idle(now, &mut rec);
+        } else {
+            engine.flush_all(&mut rec);
+        }
         stats.push(engine.stats().clone());
     }
+    engine.flush_all(&mut rec);
     assert!(engine.stats().is_conserved());
     (verdicts, rec, stats)
 }
@@ -742,6 +754,17 @@ fn burst_run(
 /// throughout, the pause is counted, and prediction takes the runs again afterwards.
 #[test]
 fn header_prediction_pauses_where_it_misses_and_resumes() {
+    pause_case(false);
+}
+
+/// [`header_prediction_pauses_where_it_misses_and_resumes`] with segments held across polls,
+/// each poll ending with `flush_idle`: the bursts the gate judges.
+#[test]
+fn header_prediction_pauses_between_idle_flushes_too() {
+    pause_case(true);
+}
+
+fn pause_case(idle: bool) {
     let mut next = [0u32; 64];
     let mut bursts = Vec::new();
     let runs = |bursts: &mut Vec<Vec<Vec<u8>>>, next: &mut [u32; 64], n: usize| {
@@ -767,8 +790,8 @@ fn header_prediction_pauses_where_it_misses_and_resumes() {
         bursts.push(b);
     }
     runs(&mut bursts, &mut next, 20);
-    let (v_on, rec_on, stats_on) = burst_run(&bursts, true);
-    let (v_off, rec_off, stats_off) = burst_run(&bursts, false);
+    let (v_on, rec_on, stats_on) = burst_run(&bursts, true, idle);
+    let (v_off, rec_off, stats_off) = burst_run(&bursts, false, idle);
     assert_eq!(v_on, v_off, "verdicts");
     assert_eq!(rec_on.segments, rec_off.segments, "segments");
     assert_eq!(rec_on.released, rec_off.released, "released frames");

@@ -678,6 +678,12 @@ where
             self.flush_slot(slot, FlushReason::FlushAll, sink);
         }
         self.hold_deadline = u64::MAX;
+        self.burst_end();
+    }
+
+    /// The end of a burst (a driver's poll: `flush_all`, or `flush_idle` where segments are held
+    /// across polls): the gate decides whether the next burst runs header prediction.
+    fn burst_end(&mut self) {
         if self.config.header_prediction && !self.predicting {
             self.stats.prediction_paused += 1;
         }
@@ -719,6 +725,7 @@ where
                 self.hold_deadline = next;
             }
         }
+        self.burst_end();
     }
 
     // ---- The two ways to a frame's facts ----

@@ -5,9 +5,10 @@
 //! read, and a template filled for each new segment's flow. Where flows outnumber the table and
 //! send one frame at a time (4096 flows, interleaved frame by frame), nearly every frame misses:
 //! 70 ns per frame with prediction against 55 without. So the engine watches each burst (the
-//! frames between two [`Engine::flush_all`](super::Engine::flush_all) calls): when fewer than one
-//! in eight of at least 16 frames were predicted, it runs the next bursts without prediction, and
-//! tries it again after them, 1 burst first, twice as many each time the burst it tries is
+//! frames between two calls of [`Engine::flush_all`](super::Engine::flush_all) or
+//! [`Engine::flush_idle`](super::Engine::flush_idle), a driver's polls): when fewer than one
+//! in eight of at least 16 frames were predicted, it runs the next bursts without prediction,
+//! and tries it again after them, 1 burst first, twice as many each time the burst it tries is
 //! poor again (up to 16), back to 1 when a burst it tries is not. What prediction takes it
 //! decides exactly as the general path does, so pausing changes no verdict and no output byte,
 //! only the cost.

@@ -118,11 +118,11 @@ pub struct Config {
     /// output with it off.
     ///
     /// Where it hardly ever hits (more flows than entries, each sending one frame at a time)
-    /// it only costs, so it pauses itself: after a burst (the frames between two
-    /// [`Coalescer::flush_all`] calls) of at least 16 frames in which it took fewer than one in
-    /// eight, the next burst runs without it; it is tried again after each pause, which
-    /// doubles (up to 16 bursts) while the bursts it is tried in stay poor
-    /// ([`Stats::prediction_paused`] counts the bursts run without it).
+    /// it only costs, so it pauses itself: after a burst (the frames between two calls of
+    /// [`Coalescer::flush_all`] or [`Coalescer::flush_idle`], a driver's polls) of at least 16
+    /// frames in which it took fewer than one in eight, the next burst runs without it; it is
+    /// tried again after each pause, which doubles (up to 16 bursts) while the bursts it is
+    /// tried in stay poor ([`Stats::prediction_paused`] counts the bursts run without it).
     pub header_prediction: bool,
     /// The seed of the flow table's hash ([`FlowHasher`](crate::flow::FlowHasher)). Give each
     /// engine a random one (a hardware RNG, `getrandom` on a host): an attacker who cannot
