@@ -269,23 +269,24 @@ struct KernelTcp {
 }
 
 impl KernelTcp {
+    /// One `ip netns exec`: the veth end's `tx_dropped` (its first line), then the TCP counters.
     fn read(ns: &str, ifname: &str) -> Result<Self, String> {
         let stat = format!("/sys/class/net/{ifname}/statistics/tx_dropped");
-        let tx_dropped = output(&["ip", "netns", "exec", ns, "cat", &stat])?;
         let text = output(&[
             "ip",
             "netns",
             "exec",
             ns,
             "cat",
+            &stat,
             "/proc/net/snmp",
             "/proc/net/netstat",
         ])?;
+        let tx_dropped = text.lines().next().unwrap_or("").trim();
         Ok(Self {
             out_segs: proc_counter(&text, "Tcp:", "OutSegs")?,
             backlog_coalesce: proc_counter(&text, "TcpExt:", "TCPBacklogCoalesce")?,
             tx_dropped: tx_dropped
-                .trim()
                 .parse()
                 .map_err(|e| format!("{stat} = {tx_dropped}: {e}"))?,
         })

@@ -252,26 +252,52 @@ pub fn parse_with<E: Encap>(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unpar
 /// ```
 #[inline(always)]
 pub fn parse_into<E: Encap>(frame: &[u8], meta: &RxMeta, out: &mut Parsed) -> Result<(), Unparsed> {
-    if meta.link == LinkKind::Ethernet {
-        let Some(h) = frame.first_chunk::<{ ethernet::HEADER_LEN + ethernet::vlan::LEN }>() else {
-            return general_into::<E>(frame, meta, out);
-        };
-        let et = u16::from_be_bytes([h[12], h[13]]);
-        let done = match et {
-            ethertype::IPV4 => fast_v4::<0>(frame, meta, out),
-            ethertype::IPV6 => fast_v6::<0>(frame, meta, out),
-            ethertype::VLAN | ethertype::QINQ => match u16::from_be_bytes([h[16], h[17]]) {
-                ethertype::IPV4 => fast_v4::<1>(frame, meta, out),
-                ethertype::IPV6 => fast_v6::<1>(frame, meta, out),
-                _ => false,
-            },
-            _ => false,
-        };
-        if done {
-            return Ok(());
-        }
+    let done = match FastLink::of(frame, meta) {
+        Some(FastLink::V4) => fast_v4::<0>(frame, meta, out),
+        Some(FastLink::TaggedV4) => fast_v4::<1>(frame, meta, out),
+        Some(FastLink::V6) => fast_v6::<0>(frame, meta, out),
+        Some(FastLink::TaggedV6) => fast_v6::<1>(frame, meta, out),
+        None => false,
+    };
+    if done {
+        return Ok(());
     }
     general_into::<E>(frame, meta, out)
+}
+
+/// The link layers the fast paths cover: Ethernet with the IP header right after it or after
+/// one in-line VLAN tag (802.1Q or 802.1ad).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FastLink {
+    /// IPv4 after the Ethernet header.
+    V4,
+    /// IPv4 after one VLAN tag.
+    TaggedV4,
+    /// IPv6 after the Ethernet header.
+    V6,
+    /// IPv6 after one VLAN tag.
+    TaggedV6,
+}
+
+impl FastLink {
+    /// The fast-path link layer of `frame`, from its EtherTypes; `None` for any other.
+    #[inline(always)]
+    fn of(frame: &[u8], meta: &RxMeta) -> Option<FastLink> {
+        if meta.link != LinkKind::Ethernet {
+            return None;
+        }
+        let h = frame.first_chunk::<{ ethernet::HEADER_LEN + ethernet::vlan::LEN }>()?;
+        match u16::from_be_bytes([h[12], h[13]]) {
+            ethertype::IPV4 => Some(FastLink::V4),
+            ethertype::IPV6 => Some(FastLink::V6),
+            ethertype::VLAN | ethertype::QINQ => match u16::from_be_bytes([h[16], h[17]]) {
+                ethertype::IPV4 => Some(FastLink::TaggedV4),
+                ethertype::IPV6 => Some(FastLink::TaggedV6),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 /// The general parser behind [`parse_into`]. Not inlined: `out` then lives in memory, so the
@@ -482,27 +508,15 @@ pub(crate) enum FlowBytes<'a> {
 /// classified.
 #[inline(always)]
 pub(crate) fn fast_flow_bytes<'a>(frame: &'a [u8], meta: &RxMeta) -> Option<FlowBytes<'a>> {
-    if meta.link != LinkKind::Ethernet {
-        return None;
-    }
-    let h = frame.first_chunk::<{ ethernet::HEADER_LEN + ethernet::vlan::LEN }>()?;
-    let et = u16::from_be_bytes([h[12], h[13]]);
-    let tagged = et == ethertype::VLAN || et == ethertype::QINQ;
-    let inner = if tagged {
-        u16::from_be_bytes([h[16], h[17]])
-    } else {
-        et
-    };
-    let f = match (inner, tagged) {
-        (ethertype::IPV4, false) => Fast::v4::<0>(frame)?,
-        (ethertype::IPV4, true) => Fast::v4::<1>(frame)?,
-        (ethertype::IPV6, false) => Fast::v6::<0>(frame)?,
-        (ethertype::IPV6, true) => Fast::v6::<1>(frame)?,
-        _ => return None,
+    let (f, v6) = match FastLink::of(frame, meta)? {
+        FastLink::V4 => (Fast::v4::<0>(frame)?, false),
+        FastLink::TaggedV4 => (Fast::v4::<1>(frame)?, false),
+        FastLink::V6 => (Fast::v6::<0>(frame)?, true),
+        FastLink::TaggedV6 => (Fast::v6::<1>(frame)?, true),
     };
     f.tcp_len(frame.len())?;
     let ports = f.h.get(f.l4..)?.first_chunk()?;
-    Some(if inner == ethertype::IPV6 {
+    Some(if v6 {
         FlowBytes::V6(
             f.h.get(f.l3 + ipv6::field::SRC.start..)?.first_chunk()?,
             ports,

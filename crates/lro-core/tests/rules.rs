@@ -401,9 +401,7 @@ fn run_csum(
     }
     engine.flush_all(&mut rec);
     assert!(engine.stats().is_conserved());
-    let mut stats = engine.stats().clone();
-    stats.predicted = 0;
-    stats.prediction_paused = 0;
+    let stats = lro_testkit::check::without_prediction(engine.stats());
     (verdicts, rec, predicted, stats)
 }
 

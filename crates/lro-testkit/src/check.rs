@@ -104,6 +104,15 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
+/// `stats` without the counters header prediction may change (the frames it took, the bursts
+/// it paused in): what the general path alone counts for the same input.
+pub fn without_prediction(stats: &Stats) -> Stats {
+    let mut s = stats.clone();
+    s.predicted = 0;
+    s.prediction_paused = 0;
+    s
+}
+
 /// Header prediction decides as the general path: a run with prediction on and one with it
 /// off (the same input, the same engine shape) give the same sink events, verdicts and counters
 /// (the prediction counter apart, which must be zero with prediction off). Returns how many
@@ -127,16 +136,12 @@ pub fn same_with_prediction(on: &Run, on_stats: &Stats, off: &Run, off_stats: &S
         on.verdicts, off.verdicts,
         "header prediction on vs off: verdicts differ"
     );
-    let mut on_stats = on_stats.clone();
-    let predicted = on_stats.predicted;
-    // What prediction took, and the bursts it paused in: the only counters it may change.
-    on_stats.predicted = 0;
-    on_stats.prediction_paused = 0;
     assert_eq!(
-        &on_stats, off_stats,
+        &without_prediction(on_stats),
+        off_stats,
         "header prediction on vs off: counters differ"
     );
-    predicted
+    on_stats.predicted
 }
 
 fn check_verdict(n: usize, v: Verdict, during: &[Out]) {

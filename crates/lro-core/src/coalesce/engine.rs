@@ -319,7 +319,7 @@ where
             held: 0,
             probe: Probe::new(FlowHasher::new(config.hash_seed).multiplier()),
             ack_misses: 0,
-            predicting: config.header_prediction,
+            predicting: predicts(&config, &Gate::NEW),
             gate: Gate::NEW,
             _encap: PhantomData,
         }
@@ -341,7 +341,7 @@ where
             self.hold_deadline = 0;
         }
         self.config = config;
-        self.predicting = config.header_prediction && self.gate.open();
+        self.predicting = predicts(&config, &self.gate);
         if reseed {
             self.hasher = FlowHasher::new(config.hash_seed);
             self.probe = self.probe.with_multiplier(self.hasher.multiplier());
@@ -689,7 +689,7 @@ where
         }
         self.gate
             .burst_end(self.stats.frames_in, self.stats.predicted);
-        self.predicting = self.config.header_prediction && self.gate.open();
+        self.predicting = predicts(&self.config, &self.gate);
     }
 
     /// Delivers idle and overdue flows (see [`Coalescer::flush_idle`]).
@@ -1874,6 +1874,13 @@ fn write_tcp_state(t: &mut [u8], e: &FlowState, lro: bool) {
 fn needs_sums<E: Encap>(config: &Config, l: &Layers) -> bool {
     config.checksum_out.rewritten() == OutChecksum::Full
         || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()))
+}
+
+/// Whether frames go to header prediction: the configuration asks for it and the gate has
+/// not paused it (cached in `Engine::predicting`, read per frame).
+#[inline(always)]
+const fn predicts(config: &Config, gate: &Gate) -> bool {
+    config.header_prediction && gate.open()
 }
 
 /// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,

@@ -4,6 +4,7 @@ use core::fmt;
 
 use crate::flow::FlowKey;
 use crate::meta::{RssHash, RssType};
+use crate::parse::FlowBytes;
 
 /// The 40-byte secret key of the Microsoft RSS verification suite, the default key of most NIC
 /// drivers (Intel 82599 datasheet 7.1.2.8.3, Windows "Verifying the RSS hash calculation").
@@ -162,6 +163,23 @@ impl Toeplitz {
             (true, true) => (self.tcp_ipv6(src, dst, sp, dp), RssType::TcpIpv6),
         };
         RssHash { value, kind }
+    }
+
+    /// The RSS hash of a TCP frame over its addresses and ports read in place
+    /// ([`crate::parse::fast_flow_bytes`]): [`Toeplitz::flow`] of its flow, with ports, without
+    /// copying them into one input.
+    #[inline(always)]
+    pub(crate) fn tcp_in_place(&self, f: FlowBytes<'_>) -> RssHash {
+        match f {
+            FlowBytes::V4(addresses, ports) => RssHash {
+                value: self.share(0, addresses) ^ self.share(addresses.len(), ports),
+                kind: RssType::TcpIpv4,
+            },
+            FlowBytes::V6(addresses, ports) => RssHash {
+                value: self.share(0, addresses) ^ self.share(addresses.len(), ports),
+                kind: RssType::TcpIpv6,
+            },
+        }
     }
 }
 
