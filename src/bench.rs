@@ -392,14 +392,21 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let ratio = report::ratio(last.frames_in, last.frames_out);
     let csum = args.engine.csum_name();
     // What ran: the floor reference has its own fixed settings (the engine's do not apply).
-    let (policy, flows, rss_sort, out_csum) = if args.floor {
-        ("floor", crate::floor::FLOWS, false, OutCsumArg::Full.name())
+    let (policy, flows, rss_sort, out_csum, bypass) = if args.floor {
+        (
+            "floor",
+            crate::floor::FLOWS,
+            false,
+            OutCsumArg::Full.name(),
+            false,
+        )
     } else {
         (
             args.engine.policy_name(),
             args.engine.flows,
             args.engine.rss_sort,
             args.engine.out_csum_name(),
+            args.engine.bypass,
         )
     };
     let mut t = String::new();
@@ -412,6 +419,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             "csum": csum,
             "out_csum": out_csum,
             "rss_sort": rss_sort,
+            "bypass": bypass,
             "rounds": args.rounds,
             "frames_in": last.frames_in,
             "frames_out": last.frames_out,
@@ -424,14 +432,15 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     } else {
         let _ = writeln!(
             t,
-            "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {burst}{}, {} flows, checksums {csum}, out {out_csum})",
+            "{}: {} frames in, {} out, ratio {:.2} (policy {}, burst {burst}{}, {} flows, checksums {csum}, out {out_csum}{})",
             cap.name,
             last.frames_in,
             last.frames_out,
             ratio,
             policy,
             if rss_sort { " sorted by RSS hash" } else { "" },
-            flows
+            flows,
+            if bypass { ", adaptive bypass" } else { "" }
         );
         let _ = writeln!(
             t,
@@ -461,6 +470,7 @@ mod tests {
                 out_csum: OutCsumArg::Full,
                 rss_sort: false,
                 no_prediction: false,
+                bypass: false,
             },
             rounds: 1,
             json: true,

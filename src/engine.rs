@@ -133,6 +133,11 @@ pub(crate) struct EngineArgs {
     /// output is the same; for comparing the cost of the two paths).
     #[arg(long)]
     pub(crate) no_prediction: bool,
+    /// Adaptive bypass: after a burst of 16 frames or more in which fewer than one in 32
+    /// merged, pass the next bursts' frames through without coalescing (1 to 16 bursts, then
+    /// try again). For traffic of many flows that rarely send two frames in a burst.
+    #[arg(long)]
+    pub(crate) bypass: bool,
 }
 
 impl EngineArgs {
@@ -146,7 +151,9 @@ impl EngineArgs {
             OutCsumArg::Full => OutChecksum::Full,
             OutCsumArg::Partial => OutChecksum::Partial,
         };
-        config.with_header_prediction(!self.no_prediction)
+        config
+            .with_header_prediction(!self.no_prediction)
+            .with_adaptive_bypass(self.bypass)
     }
 
     /// Checks settings the argument parser cannot.

@@ -464,6 +464,7 @@ pub(crate) fn run(
         out_csum: engine_args.out_csum_name(),
         hold_timeout_us: hold.hold.then_some(hold.timeout_us),
         rss_sort: engine_args.rss_sort,
+        bypass: engine_args.bypass,
         load_time,
         run_time,
         output: output_name,

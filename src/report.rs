@@ -27,6 +27,8 @@ pub(crate) struct RunInfo {
     pub(crate) hold_timeout_us: Option<u64>,
     /// Bursts sorted by RSS hash before coalescing.
     pub(crate) rss_sort: bool,
+    /// Adaptive bypass on (`--bypass`).
+    pub(crate) bypass: bool,
     /// Time spent reading and decompressing the input.
     pub(crate) load_time: Duration,
     /// Time spent coalescing (and writing the output, when asked).
@@ -64,6 +66,9 @@ pub(crate) fn pass_meaning(r: PassReason) -> &'static str {
         PassReason::UnknownAck => {
             "a pure ACK of a flow whose ACK state is not known yet (it could be a duplicate)"
         }
+        PassReason::Bypassed => {
+            "passed through unparsed: the burst before merged (almost) nothing (--bypass)"
+        }
     }
 }
 
@@ -91,6 +96,7 @@ pub(crate) fn flush_meaning(r: FlushReason) -> &'static str {
             "a frame of the flow that cannot be merged arrived; the segment goes before it"
         }
         FlushReason::Unknown => "a TCP frame with unreadable ports arrived for the same addresses",
+        FlushReason::Bypass => "coalescing paused (--bypass): what was held goes first",
     }
 }
 
@@ -185,7 +191,7 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     let _ = writeln!(t, "input        {} ({})", info.input, info.link);
     let _ = writeln!(
         t,
-        "engine       policy {}, burst {}{}, {} flows, checksums {} (out {}), {}",
+        "engine       policy {}, burst {}{}, {} flows, checksums {} (out {}), {}{}",
         info.policy,
         info.burst,
         if info.rss_sort {
@@ -196,7 +202,8 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
         info.flows,
         info.csum,
         info.out_csum,
-        hold
+        hold,
+        if info.bypass { ", adaptive bypass" } else { "" }
     );
     let _ = writeln!(
         t,
@@ -207,10 +214,15 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     );
     let _ = writeln!(
         t,
-        "data frames  {} in, {} out: {:.2} data frames per data segment (frames with TCP payload only, as Linux counts GRO)",
+        "data frames  {} in, {} out: {:.2} data frames per data segment (frames with TCP payload only, as Linux counts GRO){}",
         s.data_in,
         s.data_out,
-        ratio(s.data_in, s.data_out)
+        ratio(s.data_in, s.data_out),
+        if s.bypassed_bursts > 0 {
+            "; of the frames coalesced, not those bypassed"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         t,
@@ -250,6 +262,15 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
         let _ = writeln!(
             t,
             "paused       header prediction for {n} {} (after bursts in which it took fewer than one frame in eight)",
+            if n == 1 { "burst" } else { "bursts" }
+        );
+    }
+    if s.bypassed_bursts > 0 {
+        let n = s.bypassed_bursts;
+        let _ = writeln!(
+            t,
+            "bypassed     {} frames in {n} {} passed through without coalescing (after bursts in which fewer than one frame in 32 merged)",
+            s.passed(PassReason::Bypassed),
             if n == 1 { "burst" } else { "bursts" }
         );
     }
@@ -303,6 +324,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "out_csum": info.out_csum,
         "hold": info.hold_timeout_us.is_some(),
         "rss_sort": info.rss_sort,
+        "bypass": info.bypass,
         "timeout_us": info.hold_timeout_us,
         "frames_in": s.frames_in,
         "frames_out": out,
@@ -318,6 +340,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "evictions": s.evictions,
         "predicted": s.predicted,
         "prediction_paused": s.prediction_paused,
+        "bypassed_bursts": s.bypassed_bursts,
         "ratio": ratio(s.frames_in, out),
         "passed": counters(PassReason::ALL.iter().map(|r| r.name()), &s.passed),
         "flushes": counters(FlushReason::ALL.iter().map(|r| r.name()), &s.flushes),

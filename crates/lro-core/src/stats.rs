@@ -97,6 +97,10 @@ reason_enum! {
         /// flow's next ACK can then be held. The state is kept for `M` flows
         /// ([`Engine`](crate::Engine)) and cleared by SYN and RST.
         UnknownAck => "unknown_ack",
+        /// Passed through unparsed during a pause of coalescing
+        /// ([`Config::adaptive_bypass`](crate::Config::adaptive_bypass)): the last burst
+        /// merged (almost) nothing.
+        Bypassed => "bypassed",
     }
 }
 
@@ -147,6 +151,9 @@ reason_enum! {
         /// A TCP frame whose ports could not be read (a fragment, a truncated header) arrived
         /// for this address pair: held segments of that pair go first.
         Unknown => "unknown_flow",
+        /// Coalescing paused ([`Config::adaptive_bypass`](crate::Config::adaptive_bypass))
+        /// while segments were held across polls: they go before the frames passed through.
+        Bypass => "bypass",
     }
 }
 
@@ -264,6 +271,10 @@ pub struct Stats {
     /// prediction: it pauses after a burst in which it took fewer than one frame in eight, for
     /// 1 to 16 bursts (see [`Config::header_prediction`](crate::Config)).
     pub prediction_paused: u64,
+    /// Bursts whose frames passed through without coalescing
+    /// ([`Config::adaptive_bypass`](crate::Config::adaptive_bypass)): it pauses after a burst
+    /// in which fewer than one frame in 32 merged, for 1 to 16 bursts.
+    pub bypassed_bursts: u64,
     /// Frames delivered on their own, by reason.
     pub passed: [u64; PassReason::COUNT],
     /// Held segments completed, by reason.
@@ -295,6 +306,7 @@ impl Stats {
             evictions: 0,
             predicted: 0,
             prediction_paused: 0,
+            bypassed_bursts: 0,
             passed: [0; PassReason::COUNT],
             flushes: [0; FlushReason::COUNT],
             tunnel: TunnelStats::new(),
@@ -332,6 +344,7 @@ impl Stats {
         self.evictions += other.evictions;
         self.predicted += other.predicted;
         self.prediction_paused += other.prediction_paused;
+        self.bypassed_bursts += other.bypassed_bursts;
         for (a, b) in self.passed.iter_mut().zip(other.passed.iter()) {
             *a += b;
         }

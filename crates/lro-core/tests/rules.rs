@@ -4,7 +4,10 @@
 #![cfg(feature = "test-utils")]
 
 use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_ECE, TCP_PSH};
-use lro_core::{Config, Engine, LinkKind, RxChecksum, RxMeta, Segment, Sink, Sizes, Verdict};
+use lro_core::{
+    Cause, Config, Engine, FlushReason, LinkKind, PassReason, RxChecksum, RxMeta, Segment, Sink,
+    Sizes, Verdict,
+};
 
 /// What the sink saw: the frames of each segment (head first, as rewritten), and the
 /// released frames.
@@ -711,16 +714,17 @@ fn flow_data(flow: u16, i: u32) -> Vec<u8> {
     )
 }
 
-/// Pushes `bursts` through an `Lro` engine of 16 entries, one burst per millisecond, ending
-/// each with `flush_all`, or with `flush_idle` (`idle`: segments idle for 1 ms are flushed, so
-/// each burst's segments go at the next burst's end): the verdicts, what the sink saw, and the
-/// counters after each burst.
+/// Pushes `bursts` through an engine of 16 entries under `config` (`Lro`, header prediction
+/// on or off: [`burst_config`]), one burst per millisecond, ending each with `flush_all`, or
+/// with `flush_idle` (`idle`: segments idle for 1 ms are flushed, so each burst's segments go
+/// at the next burst's end): the verdicts, what the sink saw, and the counters after each
+/// burst.
 fn burst_run(
     bursts: &[Vec<Vec<u8>>],
-    prediction: bool,
+    config: Config,
     idle: bool,
 ) -> (Vec<Verdict>, Rec, Vec<lro_core::Stats>) {
-    let mut config = Config::lro().with_header_prediction(prediction);
+    let mut config = config;
     if idle {
         config = config.with_idle_timeout(1_000_000);
     }
@@ -762,7 +766,16 @@ fn header_prediction_pauses_between_idle_flushes_too() {
     pause_case(true);
 }
 
-fn pause_case(idle: bool) {
+/// `Lro` with header prediction and adaptive bypass on or off.
+fn burst_config(prediction: bool, bypass: bool) -> Config {
+    Config::lro()
+        .with_header_prediction(prediction)
+        .with_adaptive_bypass(bypass)
+}
+
+/// 4 bursts of runs (4 flows, 8 frames each), 8 bursts of one frame from each of 64 flows,
+/// then 20 bursts of runs again.
+fn runs_then_singles_then_runs() -> Vec<Vec<Vec<u8>>> {
     let mut next = [0u32; 64];
     let mut bursts = Vec::new();
     let runs = |bursts: &mut Vec<Vec<Vec<u8>>>, next: &mut [u32; 64], n: usize| {
@@ -788,8 +801,13 @@ fn pause_case(idle: bool) {
         bursts.push(b);
     }
     runs(&mut bursts, &mut next, 20);
-    let (v_on, rec_on, stats_on) = burst_run(&bursts, true, idle);
-    let (v_off, rec_off, stats_off) = burst_run(&bursts, false, idle);
+    bursts
+}
+
+fn pause_case(idle: bool) {
+    let bursts = runs_then_singles_then_runs();
+    let (v_on, rec_on, stats_on) = burst_run(&bursts, burst_config(true, false), idle);
+    let (v_off, rec_off, stats_off) = burst_run(&bursts, burst_config(false, false), idle);
     assert_eq!(v_on, v_off, "verdicts");
     assert_eq!(rec_on.segments, rec_off.segments, "segments");
     assert_eq!(rec_on.released, rec_off.released, "released frames");
@@ -814,4 +832,169 @@ fn pause_case(idle: bool) {
         "not paused at the end"
     );
     assert!(on.prediction_paused <= paused_by(11) + 16);
+}
+
+/// The frames each flow (by source port) delivered, in order: the sequence numbers of the
+/// frames of every segment, head first, and of the released frames apart.
+fn per_flow(rec: &Rec) -> std::collections::BTreeMap<u16, Vec<u32>> {
+    let mut flows = std::collections::BTreeMap::<u16, Vec<u32>>::new();
+    for f in rec.segments.iter().flatten() {
+        let port = u16::from_be_bytes([f[34], f[35]]);
+        let seq = u32::from_be_bytes([f[38], f[39], f[40], f[41]]);
+        flows.entry(port).or_default().push(seq);
+    }
+    flows
+}
+
+/// Adaptive bypass passes the bursts of one frame per flow (64 flows through 16 entries:
+/// nothing merges) through, and coalesces the runs before and after them as the engine
+/// without it does: every flow's frames come out in the same order as without the bypass,
+/// the runs merge, and the paused bursts are counted.
+#[test]
+fn adaptive_bypass_passes_bursts_that_merge_nothing_and_resumes() {
+    bypass_case(false);
+}
+
+/// [`adaptive_bypass_passes_bursts_that_merge_nothing_and_resumes`] with segments held across
+/// polls (`flush_idle`): those held when a pause begins go before the frames passed through.
+#[test]
+fn adaptive_bypass_delivers_what_is_held_first() {
+    bypass_case(true);
+}
+
+fn bypass_case(idle: bool) {
+    let bursts = runs_then_singles_then_runs();
+    let (v_on, rec_on, stats_on) = burst_run(&bursts, burst_config(true, true), idle);
+    let (v_off, rec_off, stats_off) = burst_run(&bursts, burst_config(true, false), idle);
+    assert_eq!(
+        per_flow(&rec_on),
+        per_flow(&rec_off),
+        "each flow's frames, in order"
+    );
+    assert_eq!(rec_on.released, rec_off.released, "released frames");
+    let (on, off) = (stats_on.last().unwrap(), stats_off.last().unwrap());
+    assert_eq!(off.bypassed_bursts, 0);
+    assert_eq!(off.passed(PassReason::Bypassed), 0);
+    // Bursts of runs never pause coalescing; the one-frame bursts (4 to 11) do, from the
+    // second on, and what passes through is counted frame by frame.
+    let bypassed_by = |b: usize| stats_on[b].bypassed_bursts;
+    assert_eq!(bypassed_by(4), 0, "bursts of runs never pause it");
+    assert!(
+        bypassed_by(11) >= 3,
+        "paused for {} of the poor bursts",
+        bypassed_by(11)
+    );
+    let paused_frames: usize = (0..bursts.len())
+        .filter(|&b| bypassed_by(b) > if b == 0 { 0 } else { bypassed_by(b - 1) })
+        .map(|b| bursts[b].len())
+        .sum();
+    assert_eq!(
+        on.passed(PassReason::Bypassed),
+        paused_frames as u64,
+        "every frame of a paused burst passed through, and no other"
+    );
+    // Tried again within 16 bursts of the last poor one, it merges the runs again: the last
+    // burst's verdicts are those without the bypass (7 of each flow's 8 frames merged, all 8
+    // when held across polls).
+    let last = stats_on.len() - 1;
+    let tail = |v: &[Verdict]| v[v.len() - bursts[last].len()..].to_vec();
+    assert_eq!(tail(&v_on), tail(&v_off), "the last burst's verdicts");
+    let merged = tail(&v_on)
+        .iter()
+        .filter(|v| matches!(v, Verdict::Merged | Verdict::MergedAndFlushed(_)))
+        .count();
+    assert_eq!(
+        merged,
+        if idle { 32 } else { 28 },
+        "merged in the last burst"
+    );
+    assert_eq!(
+        on.bypassed_bursts,
+        bypassed_by(last - 1),
+        "not paused at the end"
+    );
+    let bypass_flushes = rec_on
+        .causes
+        .iter()
+        .filter(|c| **c == Cause::Flushed(FlushReason::Bypass))
+        .count();
+    if idle {
+        // The first poor burst's frames were still held when the pause began.
+        assert!(
+            bypass_flushes > 0,
+            "held segments delivered when the pause began"
+        );
+    } else {
+        assert_eq!(bypass_flushes, 0, "flush_all left nothing held");
+    }
+}
+
+/// A pure ACK that passed through during a pause was not recorded in the ACK memory; if the
+/// memory kept the flow's older record, a duplicate of that ACK after the pause would look
+/// new, be held, and be superseded by the next ACK: a duplicate lost to the sender's fast
+/// retransmit. The memory is forgotten when a pause begins, so the duplicate is delivered.
+#[test]
+fn adaptive_bypass_forgets_ack_states() {
+    // 20 data frames of the flow, each a sequence gap after the last: each is held and
+    // delivered alone, none merges, so the next burst passes through. Each delivery records
+    // the flow's ACK state (1000): its only records, whatever the hash.
+    let poor: Vec<Vec<u8>> = (0..20u16)
+        .map(|i| data(i, 1 + u32::from(i) * 2 * MSS as u32, 1000, TCP_ACK))
+        .collect();
+    let passed = pure_ack(100, 1, 2000);
+    let dup = pure_ack(101, 1, 2000);
+    let newer = pure_ack(102, 1, 3000);
+    let bursts = vec![poor, vec![passed], vec![dup.clone(), newer]];
+    let (verdicts, rec, stats) = burst_run(&bursts, burst_config(true, true), false);
+    assert_eq!(stats[0].frames_merged, 0);
+    assert_eq!(
+        stats[1].bypassed_bursts, 1,
+        "the second burst passed through"
+    );
+    assert_eq!(verdicts[20], Verdict::Passed(PassReason::Bypassed));
+    assert!(
+        !rec.released.contains(&dup),
+        "the duplicate ACK was superseded"
+    );
+    assert_alone_and_unchanged(&rec, &dup);
+}
+
+/// Turned on by `set_config`, the bypass judges the bursts from then on, not the history
+/// before (bursts of runs that merged); turned off, the next frame is coalesced again.
+#[test]
+fn adaptive_bypass_follows_set_config() {
+    let mut engine: Engine<Vec<u8>, Sizes<16, 16>> = Engine::new(burst_config(true, false));
+    let mut rec = Rec::default();
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let mut push = |engine: &mut Engine<Vec<u8>, Sizes<16, 16>>, frames: Vec<Vec<u8>>| {
+        let v: Vec<Verdict> = frames
+            .into_iter()
+            .map(|f| engine.push(f, &meta, &mut rec))
+            .collect();
+        engine.flush_all(&mut rec);
+        v
+    };
+    // Four bursts of runs (4 flows, 8 frames each): 28 of every 32 frames merge.
+    for b in 0..4u32 {
+        let runs = (0..4u16)
+            .flat_map(|flow| (0..8).map(move |i| flow_data(flow, b * 8 + i)))
+            .collect();
+        push(&mut engine, runs);
+    }
+    engine.set_config(burst_config(true, true));
+    // A burst of 20 flows' first frames: nothing merges.
+    push(
+        &mut engine,
+        (20..40u16).map(|flow| flow_data(flow, 0)).collect(),
+    );
+    let v = push(&mut engine, vec![flow_data(0, 32)]);
+    assert_eq!(
+        v,
+        [Verdict::Passed(PassReason::Bypassed)],
+        "judged on the last burst"
+    );
+    engine.set_config(burst_config(true, false));
+    let v = push(&mut engine, vec![flow_data(0, 33)]);
+    assert_eq!(v, [Verdict::Held], "coalesced again once turned off");
+    assert!(engine.stats().is_conserved());
 }

@@ -10,7 +10,7 @@ use core::marker::PhantomData;
 
 use super::ack_memo;
 use super::fixup::{self, Layers, TcpSum};
-use super::gate::Gate;
+use super::gate::{Bypass, Prediction};
 use super::predict::{self, PayloadSum, Predicted, Probe, Shape};
 use super::rules::{self, Compared, Facts, Fields, HeadMatch, Merge};
 use super::storage::{
@@ -71,10 +71,15 @@ pub struct Engine<F, C: Capacity = DefaultSizes, E: Encap = NoEncap> {
     probe: Probe,
     /// Counts the pure-ACK flows [`Engine::keep_idle`] found without an entry.
     ack_misses: u8,
-    /// Whether this burst runs header prediction: [`Config::header_prediction`] and the gate.
+    /// Whether this burst runs header prediction: [`Config::header_prediction`], its gate, and
+    /// no bypass.
     predicting: bool,
     /// Pauses header prediction after bursts in which it took almost no frame.
-    gate: Gate,
+    gate: Prediction,
+    /// Whether this burst's frames pass through ([`Config::adaptive_bypass`] and its gate).
+    bypassing: bool,
+    /// Pauses coalescing after bursts in which almost no frame merged.
+    bypass: Bypass,
     _encap: PhantomData<fn() -> E>,
 }
 
@@ -319,8 +324,10 @@ where
             held: 0,
             probe: Probe::new(FlowHasher::new(config.hash_seed).multiplier()),
             ack_misses: 0,
-            predicting: predicts(&config, &Gate::NEW),
-            gate: Gate::NEW,
+            predicting: predicts(&config, &Prediction::NEW, false),
+            gate: Prediction::NEW,
+            bypassing: false,
+            bypass: Bypass::NEW,
             _encap: PhantomData,
         }
     }
@@ -340,8 +347,17 @@ where
             // rescans the held segments and computes it again.
             self.hold_deadline = 0;
         }
+        let bypass_was = self.config.adaptive_bypass;
         self.config = config;
-        self.predicting = predicts(&config, &self.gate);
+        if !config.adaptive_bypass {
+            self.bypass = Bypass::NEW;
+            self.bypassing = false;
+        } else if !bypass_was {
+            // Judged from the next burst on, not on the history before it.
+            let (mergeable, merged) = self.bypass_counters();
+            self.bypass.pass(mergeable, merged);
+        }
+        self.predicting = predicts(&config, &self.gate, self.bypassing);
         if reseed {
             self.hasher = FlowHasher::new(config.hash_seed);
             self.probe = self.probe.with_multiplier(self.hasher.multiplier());
@@ -392,6 +408,10 @@ where
                 Policy::Lro => self.push_predicted::<true, K>(frame, meta, sink),
                 Policy::Gro => self.push_predicted::<false, K>(frame, meta, sink),
             };
+        }
+        // Never while predicting: the predicted path pays nothing for the bypass.
+        if self.bypassing {
+            return self.deliver_alone(frame, PassReason::Bypassed, None, sink);
         }
         self.push_general(frame, meta, sink)
     }
@@ -672,24 +692,81 @@ where
 
     /// Delivers everything held (see [`Coalescer::flush_all`]).
     pub fn flush_all<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
-        loop {
-            let oldest = self.store.parts().index.oldest();
-            let Some(slot) = oldest else { break };
-            self.flush_slot(slot, FlushReason::FlushAll, sink);
+        self.flush_every(FlushReason::FlushAll, sink);
+        self.burst_end(sink);
+    }
+
+    /// Delivers every held segment, oldest first, for `reason`.
+    fn flush_every<K: Sink<F> + ?Sized>(&mut self, reason: FlushReason, sink: &mut K) {
+        while let Some(slot) = self.store.parts().index.oldest() {
+            self.flush_slot(slot, reason, sink);
         }
         self.hold_deadline = u64::MAX;
-        self.burst_end();
     }
 
     /// The end of a burst (a driver's poll: `flush_all`, or `flush_idle` where segments are held
-    /// across polls): the gate decides whether the next burst runs header prediction.
-    fn burst_end(&mut self) {
-        if self.config.header_prediction && !self.predicting {
-            self.stats.prediction_paused += 1;
+    /// across polls): the gates decide whether the next burst coalesces
+    /// ([`Config::adaptive_bypass`]) and runs header prediction.
+    fn burst_end<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
+        let (frames_in, predicted) = (self.stats.frames_in, self.stats.predicted);
+        if self.gate.idle(frames_in) {
+            // An empty poll is no burst: no pause counts down, nothing is counted.
+            return;
         }
-        self.gate
-            .burst_end(self.stats.frames_in, self.stats.predicted);
-        self.predicting = predicts(&self.config, &self.gate);
+        if self.bypassing {
+            // Nothing was offered to prediction: nothing to judge it by.
+            self.stats.bypassed_bursts += 1;
+            self.gate.pass(frames_in, predicted);
+        } else {
+            if self.config.header_prediction && !self.predicting {
+                self.stats.prediction_paused += 1;
+            }
+            self.gate.burst_end(frames_in, predicted);
+        }
+        if self.config.adaptive_bypass {
+            let was = self.bypassing;
+            let (mergeable, merged) = self.bypass_counters();
+            self.bypass.burst_end(mergeable, merged);
+            self.bypassing = !self.bypass.open();
+            if self.bypassing && !was {
+                self.begin_bypass(sink);
+            }
+        }
+        self.predicting = predicts(&self.config, &self.gate, self.bypassing);
+    }
+
+    /// The running totals the bypass gate judges bursts by: the frames that could have merged
+    /// (those held or merged, not those delivered alone anyway: control frames, handshakes'
+    /// ACKs), and the frames merged, appended or absorbed, including those of segments still
+    /// held. Each delivered segment of `n` frames merged `n - 1` (`frames_out - segments` sums
+    /// them), and so has each held one. Walks the held segments: per burst, and only with
+    /// [`Config::adaptive_bypass`].
+    fn bypass_counters(&mut self) -> (u64, u64) {
+        let s = &self.stats;
+        let mergeable = s.frames_in.saturating_sub(s.passed.iter().sum());
+        let delivered = s.frames_out.saturating_sub(s.segments) + s.absorbed;
+        if self.held == 0 {
+            return (mergeable, delivered);
+        }
+        let Parts { index, flows, .. } = self.store.parts();
+        let mut held = 0u64;
+        let mut cur = index.oldest();
+        while let Some(slot) = cur {
+            held += u64::from(flows[usize::from(slot)].count.saturating_sub(1));
+            cur = index.newer(slot);
+        }
+        (mergeable, delivered + held)
+    }
+
+    /// Frames are about to pass through unseen: what is held goes first (their flows' order),
+    /// and the ACK memory is forgotten. A pure ACK passed through is not recorded, so a record
+    /// kept across the pause could make a later duplicate of it look new, and a held duplicate
+    /// may be superseded (see [`ack_memo`]); without a record, a flow's next pure ACK is
+    /// delivered alone and recorded.
+    #[inline(never)]
+    fn begin_bypass<K: Sink<F> + ?Sized>(&mut self, sink: &mut K) {
+        self.flush_every(FlushReason::Bypass, sink);
+        self.store.parts().acks.clear();
     }
 
     /// Delivers idle and overdue flows (see [`Coalescer::flush_idle`]).
@@ -725,7 +802,7 @@ where
                 self.hold_deadline = next;
             }
         }
-        self.burst_end();
+        self.burst_end(sink);
     }
 
     // ---- The two ways to a frame's facts ----
@@ -1876,11 +1953,12 @@ fn needs_sums<E: Encap>(config: &Config, l: &Layers) -> bool {
         || (E::ENABLED && l.outer.is_some_and(|o| o.checksum.is_some()))
 }
 
-/// Whether frames go to header prediction: the configuration asks for it and the gate has
-/// not paused it (cached in `Engine::predicting`, read per frame).
+/// Whether frames go to header prediction: the configuration asks for it, its gate has not
+/// paused it, and frames do not bypass coalescing (cached in `Engine::predicting`, read per
+/// frame).
 #[inline(always)]
-const fn predicts(config: &Config, gate: &Gate) -> bool {
-    config.header_prediction && gate.open()
+const fn predicts(config: &Config, gate: &Prediction, bypassing: bool) -> bool {
+    config.header_prediction && gate.open() && !bypassing
 }
 
 /// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,

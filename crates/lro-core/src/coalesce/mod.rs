@@ -124,6 +124,25 @@ pub struct Config {
     /// tried again after each pause, which doubles (up to 16 bursts) while the bursts it is
     /// tried in stay poor ([`Stats::prediction_paused`] counts the bursts run without it).
     pub header_prediction: bool,
+    /// Adaptive bypass (off by default): after a burst (as for
+    /// [`header_prediction`](Config::header_prediction)) in which at least 16 frames were held
+    /// or merged (frames delivered alone anyway, such as control frames, do not count) and
+    /// fewer than one in 32 of them merged into a segment (appended or absorbed), the next
+    /// burst's frames pass through unparsed and unheld ([`PassReason::Bypassed`]), and
+    /// coalescing is tried again after each such pause, which doubles (up to 16 bursts) while
+    /// the bursts it is tried in stay poor. For traffic in which frames rarely find another of their flow
+    /// (many request-response flows, each sending a frame at a time), where coalescing would
+    /// cost the parser, the lookup, a held entry and a delivery per frame for no merge.
+    ///
+    /// What it changes: merges a paused burst would have found are not made (at most 16
+    /// bursts after traffic turns mergeable); bypassed frames are not parsed, so they count in
+    /// `frames_in`, `frames_out` and `passed` but not in `data_in`/`data_out` or the tunnel
+    /// counters, and their [`SegmentInfo`] has no flow. What it keeps: every frame comes back,
+    /// in order within its flow: segments held when a pause begins (by
+    /// [`Coalescer::flush_idle`]) are delivered first ([`FlushReason::Bypass`]), and the ACK
+    /// memory is cleared, so no pure ACK delivered unseen can make a later duplicate look new.
+    /// [`Stats::bypassed_bursts`] counts the paused bursts.
+    pub adaptive_bypass: bool,
     /// The seed of the flow table's hash ([`FlowHasher`](crate::flow::FlowHasher)). Give each
     /// engine a random one (a hardware RNG, `getrandom` on a host): an attacker who cannot
     /// learn it cannot make flows collide in one bucket. The default is a fixed constant.
@@ -146,6 +165,7 @@ impl Config {
             idle_timeout: None,
             max_hold: None,
             header_prediction: true,
+            adaptive_bypass: false,
             hash_seed: Self::DEFAULT_HASH_SEED,
         }
     }
@@ -198,6 +218,13 @@ impl Config {
     /// [`Config::header_prediction`]).
     pub const fn with_header_prediction(mut self, on: bool) -> Self {
         self.header_prediction = on;
+        self
+    }
+
+    /// The same configuration with adaptive bypass on or off (see
+    /// [`Config::adaptive_bypass`]).
+    pub const fn with_adaptive_bypass(mut self, on: bool) -> Self {
+        self.adaptive_bypass = on;
         self
     }
 
@@ -338,7 +365,9 @@ pub struct SegmentInfo {
     pub fixed_id: bool,
     /// The same for the outer IPv4 header of a tunnel (Linux 6.18 `FIXEDID_OUTER`).
     pub fixed_outer_id: bool,
-    /// The flow, when the frame was TCP.
+    /// The flow, when the frame was TCP. `None` also for a frame the adaptive bypass passed
+    /// through unparsed ([`PassReason::Bypassed`], [`Config::adaptive_bypass`]), whose
+    /// offsets, `gso_segs` and `payload_len` are zero as for a frame that is not TCP.
     pub flow: Option<FlowKey>,
     /// The tunnel, when the frames arrived through an encapsulation.
     pub tunnel: Option<TunnelKey>,

@@ -23,7 +23,7 @@ use lro_core::testing::{
     self, Corrupt, EthernetSpec, FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, Ipv6Fragment, LinkSpec,
     VlanTag, TCP_ACK, TCP_CWR, TCP_ECE, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, TCP_URG,
 };
-use lro_core::{Config, Engine, OutChecksum, RssHash, RssType, RxChecksum, RxMeta, Sizes};
+use lro_core::{Config, Engine, OutChecksum, RssHash, RssType, RxChecksum, RxMeta, Sizes, Stats};
 
 /// One step of a scenario as proptest generates it; the interpreter gives it meaning.
 #[derive(Debug, Clone, Copy)]
@@ -702,13 +702,14 @@ pub fn run_both_and_check(sc: &Scenario) -> Result<u64, String> {
     })
 }
 
-/// Runs and checks a scenario on the table shape the knobs choose. Returns the first
-/// violation.
-pub fn run_and_check(sc: &Scenario) -> Result<(), String> {
-    fn go<const N: usize, const S: usize>(sc: &Scenario) {
+/// Runs and checks a scenario on the table shape the knobs choose. Returns the engine's
+/// counters, or the first violation.
+pub fn run_and_check(sc: &Scenario) -> Result<Stats, String> {
+    fn go<const N: usize, const S: usize>(sc: &Scenario) -> Stats {
         let mut e: Box<Engine<Tagged, Sizes<N, S>>> = Box::new(Engine::new(sc.config));
         let run = check::run(&mut *e, &sc.built, true);
         check::check(&sc.built, &sc.config, S, &run, &|_| true);
+        e.stats().clone()
     }
     check::catch(|| {
         if sc.knobs.small {

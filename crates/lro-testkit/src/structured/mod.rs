@@ -668,6 +668,11 @@ fn run_plain<const N: usize, const S: usize>(built: &Built, config: Config) {
     check_all(&verified, &config, S, &on.0, &|_| true);
     let off = run_engine::<N, S>(&verified, config.with_header_prediction(false));
     same_output(&on, &off);
+    // Adaptive bypass changes what merges, so its output is not compared; it must keep every
+    // invariant.
+    let bypass = config.with_adaptive_bypass(true);
+    let on = run_engine::<N, S>(built, bypass);
+    check_all(built, &bypass, S, &on.0, &|_| true);
 }
 
 /// One run: the output and the counters.
