@@ -125,8 +125,6 @@ fn header_prediction_decides_as_the_general_path_under_any_checksum_state() {
 /// The differential run of prediction on and off; `verified`: every frame without a corrupted
 /// checksum arrives NIC-verified.
 fn prediction_differential(verified: bool) {
-    let mut runner = TestRunner::new(config());
-    let predicted = std::cell::Cell::new(0u64);
     // Runs of one flow, as a NIC queue sees them behind TSO senders: three steps in four stay
     // on the previous step's flow.
     let strategy = scenario(
@@ -147,20 +145,30 @@ fn prediction_differential(verified: bool) {
         }
         (knobs, seeds, steps)
     });
-    let result = runner.run(&strategy, |(knobs, seeds, steps)| {
+    let predicted = run_summing(strategy, |(knobs, seeds, steps)| {
         let sc = Scenario::build(knobs, &seeds, &steps);
-        let n = run_both_and_check(&sc).map_err(TestCaseError::fail)?;
-        predicted.set(predicted.get() + n);
+        run_both_and_check(&sc).map_err(TestCaseError::fail)
+    });
+    assert!(predicted > 0, "no frame took header prediction in any case");
+    println!("{predicted} frames predicted");
+}
+
+/// Runs `case` on the values of `strategy` (shrinking a failure and panicking with it) and
+/// sums what each case counted: for properties that must also show their subject ran at all.
+fn run_summing<S: Strategy>(
+    strategy: S,
+    case: impl Fn(S::Value) -> Result<u64, TestCaseError>,
+) -> u64 {
+    let mut runner = TestRunner::new(config());
+    let sum = std::cell::Cell::new(0u64);
+    let result = runner.run(&strategy, |v| {
+        sum.set(sum.get() + case(v)?);
         Ok(())
     });
     if let Err(e) = result {
         panic!("{e}");
     }
-    assert!(
-        predicted.get() > 0,
-        "no frame took header prediction in any case"
-    );
-    println!("{} frames predicted", predicted.get());
+    sum.get()
 }
 
 /// Adaptive bypass keeps every invariant, duplicate ACKs by the definition included
@@ -170,8 +178,6 @@ fn prediction_differential(verified: bool) {
 /// a `TestRunner` to require that the bypass paused some bursts at all.
 #[test]
 fn adaptive_bypass_keeps_every_invariant() {
-    let mut runner = TestRunner::new(config());
-    let bypassed = std::cell::Cell::new(0u64);
     let strategy = (
         knobs(&[0, 1, 2], false, true, 2),
         prop::collection::vec(flow_seed(), 1..40),
@@ -187,21 +193,14 @@ fn adaptive_bypass_keeps_every_invariant() {
             }
             (knobs, seeds, steps)
         });
-    let result = runner.run(&strategy, |(knobs, seeds, steps)| {
+    let bypassed = run_summing(strategy, |(knobs, seeds, steps)| {
         let mut sc = Scenario::build(knobs, &seeds, &steps);
         sc.config = sc.config.with_adaptive_bypass(true);
         let stats = run_and_check(&sc).map_err(TestCaseError::fail)?;
-        bypassed.set(bypassed.get() + stats.passed(lro_core::PassReason::Bypassed));
-        Ok(())
+        Ok(stats.passed(lro_core::PassReason::Bypassed))
     });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
-    assert!(
-        bypassed.get() > 0,
-        "no frame bypassed coalescing in any case"
-    );
-    println!("{} frames bypassed", bypassed.get());
+    assert!(bypassed > 0, "no frame bypassed coalescing in any case");
+    println!("{bypassed} frames bypassed");
 }
 
 proptest! {
