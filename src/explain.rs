@@ -163,9 +163,14 @@ impl FlowTable {
         }
     }
 
-    /// A delivered segment or single frame, at capture time `now`.
-    pub(crate) fn segment(&mut self, info: &SegmentInfo, now: u64) {
-        let flow = FlowId::of(info);
+    /// A delivered segment or single frame, at capture time `now`. `parsed`: the flow and TCP
+    /// payload length of a frame the engine passed through unparsed (`--bypass`), which the
+    /// caller parsed for the table.
+    pub(crate) fn segment(&mut self, info: &SegmentInfo, parsed: Option<(FlowId, u32)>, now: u64) {
+        let (flow, payload_len) = match parsed {
+            Some((id, len)) => (Some(id), len),
+            None => (FlowId::of(info), info.payload_len),
+        };
         if let Some(points) = &mut self.points {
             let absorbed = self.absorbed.remove(&flow).unwrap_or(0);
             points.push(Point {
@@ -181,9 +186,9 @@ impl FlowTable {
         if info.frames > 1 {
             row.coalesced += 1;
         }
-        if info.payload_len > 0 {
+        if payload_len > 0 {
             row.data_segments += 1;
-            row.payload_bytes += u64::from(info.payload_len);
+            row.payload_bytes += u64::from(payload_len);
         }
         row.causes[cause_index(info.cause)] += 1;
     }

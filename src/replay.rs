@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use lro_core::{LinkKind, Segment, Sink, Stats};
+use lro_core::{Cause, LinkKind, PassReason, Segment, Sink, Stats};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
@@ -248,7 +248,15 @@ impl Sink<Frame> for ReplaySink {
         self.delivered += 1;
         let info = seg.info();
         if let Some(flows) = &mut self.flows {
-            flows.segment(info, self.now);
+            // A frame the adaptive bypass passed through carries no flow: parsed for the table.
+            let parsed = if info.cause == Cause::Passed(PassReason::Bypassed) {
+                seg.frames()
+                    .next()
+                    .and_then(|h| FlowId::parse_with_payload(h.as_ref(), self.link))
+            } else {
+                None
+            };
+            flows.segment(info, parsed, self.now);
         }
         let Some(out) = &mut self.out else {
             return;

@@ -54,12 +54,20 @@ impl FlowId {
 
     /// The flow of a frame, parsed as the engines parse it.
     pub(crate) fn parse(frame: &[u8], link: LinkKind) -> Option<Self> {
+        Self::parse_with_payload(frame, link).map(|(id, _)| id)
+    }
+
+    /// The flow of a frame and its TCP payload length, parsed as the engines parse it.
+    pub(crate) fn parse_with_payload(frame: &[u8], link: LinkKind) -> Option<(Self, u32)> {
         let meta = RxMeta::ethernet(0).with_link(link);
         lro_core::parse::parse_with::<Encap>(frame, &meta)
             .ok()
-            .map(|p| FlowId {
-                key: p.key,
-                tunnel: p.tunnel.map(|t| t.key),
+            .map(|p| {
+                let id = FlowId {
+                    key: p.key,
+                    tunnel: p.tunnel.map(|t| t.key),
+                };
+                (id, p.payload_len)
             })
     }
 }

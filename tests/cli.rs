@@ -1519,6 +1519,39 @@ fn bypass_passes_traffic_that_never_merges_through() {
         "{line}"
     );
     assert!(text.contains("adaptive bypass"), "{text}");
+    // explain parses what the engine passed through: every frame in its flow's row.
+    let flows = |extra: &[&str]| {
+        let args = [
+            "explain",
+            path.to_str().unwrap(),
+            "--burst",
+            "32",
+            "--top",
+            "1000",
+        ];
+        let v = lro_json(&[&args[..], extra].concat());
+        let mut rows: Vec<(String, u64, u64)> = v["flows_shown"]
+            .as_array()
+            .expect("flows_shown")
+            .iter()
+            .map(|f| {
+                (
+                    f["flow"].to_string(),
+                    u(f, "frames_in"),
+                    u(f, "payload_bytes"),
+                )
+            })
+            .collect();
+        rows.sort();
+        (u(&v, "flow_count"), rows)
+    };
+    let (count, rows) = flows(&["--bypass"]);
+    assert_eq!(count, 128, "flows");
+    assert_eq!(
+        (count, rows),
+        flows(&[]),
+        "the same rows with and without the bypass"
+    );
     let bench = lro_json(&["bench", path.to_str().unwrap(), "--rounds", "1", "--bypass"]);
     assert_eq!(bench["bypass"], true);
     assert_eq!(u(&bench, "frames_out"), frames.len() as u64);
