@@ -111,6 +111,13 @@
 //! untagged, IPv4 and IPv6, tunnelled, data and pure ACKs, checksums verified by the NIC, given
 //! as a full-frame sum, or checked in software.
 //!
+//! # Where nothing merges
+//! Traffic in which frames rarely find another of their flow (many request-response flows,
+//! each sending a frame at a time) gets nothing from coalescing and pays for it on every
+//! frame. With [`Config::adaptive_bypass`] (off by default) the engine notices a burst in which
+//! (almost) nothing merged and passes the next bursts' frames through unparsed, trying again
+//! after 1 to 16 bursts; every invariant below still holds.
+//!
 //! # Memory
 //! The engine is one value sized at compile time by its [`Capacity`] ([`Sizes`]); see
 //! `SIZING.md` for measured figures and a guide for small parts.

@@ -13,14 +13,15 @@
 //!   frame at a time (4096 flows, interleaved frame by frame), nearly every frame misses: 70 ns
 //!   per frame with prediction against 55 without. What prediction takes it decides exactly as
 //!   the general path does, so pausing it changes no verdict and no output byte, only the cost.
-//! - **Coalescing itself** ([`Bypass`], one in 32 of the frames held or merged merged;
-//!   [`Config::adaptive_bypass`](super::Config::adaptive_bypass), off by default). Where no
-//!   frame finds another of its flow, every frame is parsed, looked up, held and delivered on
-//!   its own: all cost, no merge (the CPU cost of GRO on request-response traffic, for which
-//!   users turn it off). Paused, frames pass through unparsed. This one changes output: merges
-//!   it would have found in a paused burst are not made.
+//! - **Coalescing itself** ([`Bypass`]: one in 32 of the frames that were held or merged
+//!   must have merged; [`Config::adaptive_bypass`](super::Config::adaptive_bypass), off by
+//!   default). Where no frame finds another of its flow, every frame is parsed, looked up,
+//!   held and delivered on its own: all cost, no merge (the CPU cost of GRO on
+//!   request-response traffic, for which users turn it off). Paused, frames pass through
+//!   unparsed. This one changes output: merges it would have found in a paused burst are not
+//!   made.
 
-/// Frames a burst needs before its share of predicted frames is judged.
+/// Frames (as the gate counts them) a burst needs before it is judged.
 const MIN_FRAMES: u64 = 16;
 
 /// The longest pause, in bursts.
@@ -77,7 +78,8 @@ impl<const POOR: u64> Gate<POOR> {
     }
 
     /// The end of a burst in which the part could not run at all (the frames bypassed the
-    /// engine): not judged, no pause counted down; the next burst is judged from here.
+    /// engine), or the start of watching (turned on by `Engine::set_config`): not judged, no
+    /// pause counted down; the next burst is judged from here.
     pub(crate) fn pass(&mut self, frames_in: u64, paid: u64) {
         self.mark = (frames_in, paid);
     }
