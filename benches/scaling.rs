@@ -1,5 +1,7 @@
 //! How the cost per frame grows with the work: the number of concurrent flows (1 to 65,536,
-//! with and without RSS sorting) and the burst size (frames per driver poll).
+//! with and without RSS sorting) and the burst size (frames per driver poll); and what
+//! traffic in which nothing merges costs, with and without the adaptive bypass
+//! (`scaling_singles`: the flows send one segment at a time, interleaved).
 //!
 //! The input is Linux-like bulk traffic: every flow sends runs of 8 back-to-back segments (TSO
 //! on the sender), the flows take turns, checksums are trusted (a NIC verified them), and the
@@ -31,14 +33,14 @@ const PAYLOAD: [u8; 256] = [0x5a; 256];
 /// The engine's table.
 type Table = Engine<Vec<u8>, Sizes<1024, 64>>;
 
-/// At least `frames` frames of `flows` flows in runs of [`RUN`], every flow sending at least
-/// one run.
-fn traffic(flows: usize, frames: usize) -> Vec<Vec<u8>> {
-    let total = frames.max(flows * RUN);
+/// At least `frames` frames of `flows` flows in runs of `run` segments, every flow sending at
+/// least one run.
+fn traffic(flows: usize, frames: usize, run: usize) -> Vec<Vec<u8>> {
+    let total = frames.max(flows * run);
     let mut seq = vec![1u32; flows];
     (0..total)
         .map(|i| {
-            let f = (i / RUN) % flows;
+            let f = (i / run) % flows;
             let mut s = FrameSpec::ipv4_tcp(1024 + (f % 60_000) as u16, 5201)
                 .seq(seq[f])
                 .timestamps(1000, 1)
@@ -113,7 +115,7 @@ fn flows(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     for n in [1usize, 4, 16, 64, 256, 1024, 4096, 16384, 65536] {
-        let input = traffic(n, 16_384);
+        let input = traffic(n, 16_384, RUN);
         g.throughput(Throughput::Elements(input.len() as u64));
         g.bench_with_input(BenchmarkId::new("plain", n), &input, |b, input| {
             let mut engine = Box::new(Table::new(Config::lro()));
@@ -132,7 +134,7 @@ fn bursts(c: &mut Criterion) {
     g.sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    let input = traffic(64, 16_384);
+    let input = traffic(64, 16_384, RUN);
     g.throughput(Throughput::Elements(input.len() as u64));
     for burst in [1usize, 4, 16, 32, 64, 256] {
         g.bench_with_input(BenchmarkId::new("plain", burst), &input, |b, input| {
@@ -143,5 +145,27 @@ fn bursts(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, flows, bursts);
+/// Flows that send one segment at a time, interleaved, more of them than the table has
+/// entries and than a burst has frames: nothing merges. `plain` holds and delivers every frame;
+/// `bypass` ([`Config::adaptive_bypass`]) passes most bursts through.
+fn singles(c: &mut Criterion) {
+    let mut g = c.benchmark_group("scaling_singles");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for n in [256usize, 4096] {
+        let input = traffic(n, 16_384, 1);
+        g.throughput(Throughput::Elements(input.len() as u64));
+        for (name, bypass) in [("plain", false), ("bypass", true)] {
+            g.bench_with_input(BenchmarkId::new(name, n), &input, |b, input| {
+                let config = Config::lro().with_adaptive_bypass(bypass);
+                let mut engine = Box::new(Engine::<Vec<u8>, Sizes<64, 64>>::new(config));
+                run(b, &mut *engine, input, 32);
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, flows, bursts, singles);
 criterion_main!(benches);
