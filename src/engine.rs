@@ -165,6 +165,13 @@ impl EngineArgs {
                 TABLE_SIZES.map(|n| n.to_string()).join(", ")
             )));
         }
+        if self.rss_sort && self.bypass {
+            bail!(crate::UsageError(
+                "--bypass judges whole bursts, and --rss-sort feeds the engine one hash run at a \
+                 time: use one or the other"
+                    .to_string()
+            ));
+        }
         if self.rss_sort && self.burst > RSS_QUEUE as u64 {
             bail!(crate::UsageError(format!(
                 "--rss-sort sorts whole bursts of at most {RSS_QUEUE} frames: --burst {} is too large",

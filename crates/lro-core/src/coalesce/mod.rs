@@ -141,7 +141,10 @@ pub struct Config {
     /// in order within its flow: segments held when a pause begins (by
     /// [`Coalescer::flush_idle`]) are delivered first ([`FlushReason::Bypass`]), and the ACK
     /// memory is cleared, so no pure ACK delivered unseen can make a later duplicate look new.
-    /// [`Stats::bypassed_bursts`] counts the paused bursts.
+    /// [`Stats::bypassed_bursts`] counts the paused bursts. Behind
+    /// [`RssSorted`](crate::rss::RssSorted), which ends the inner engine's burst at every hash
+    /// run, bursts are one flow's run and seldom reach 16 frames: the bypass hardly engages
+    /// there (sorting is the other answer to many flows).
     pub adaptive_bypass: bool,
     /// The seed of the flow table's hash ([`FlowHasher`](crate::flow::FlowHasher)). Give each
     /// engine a random one (a hardware RNG, `getrandom` on a host): an attacker who cannot
