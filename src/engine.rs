@@ -133,9 +133,10 @@ pub(crate) struct EngineArgs {
     /// output is the same; for comparing the cost of the two paths).
     #[arg(long)]
     pub(crate) no_prediction: bool,
-    /// Adaptive bypass: after a burst of 16 frames or more in which fewer than one in 32
-    /// merged, pass the next bursts' frames through without coalescing (1 to 16 bursts, then
-    /// try again). For traffic of many flows that rarely send two frames in a burst.
+    /// Adaptive bypass: after a burst in which 16 frames or more were held or merged and fewer
+    /// than one in 32 of them merged, pass the next bursts' frames through without coalescing
+    /// (1 to 16 bursts, then try again). For traffic of many flows that rarely send two frames
+    /// in a burst.
     #[arg(long)]
     pub(crate) bypass: bool,
 }

@@ -76,9 +76,8 @@ pub struct Engine<F, C: Capacity = DefaultSizes, E: Encap = NoEncap> {
     predicting: bool,
     /// Pauses header prediction after bursts in which it took almost no frame.
     gate: Prediction,
-    /// Whether this burst's frames pass through ([`Config::adaptive_bypass`] and its gate).
-    bypassing: bool,
-    /// Pauses coalescing after bursts in which almost no frame merged.
+    /// Pauses coalescing after bursts in which almost no frame merged: while it is closed,
+    /// frames pass through ([`Config::adaptive_bypass`]; always open with it off).
     bypass: Bypass,
     _encap: PhantomData<fn() -> E>,
 }
@@ -324,9 +323,8 @@ where
             held: 0,
             probe: Probe::new(FlowHasher::new(config.hash_seed).multiplier()),
             ack_misses: 0,
-            predicting: predicts(&config, &Prediction::NEW, false),
+            predicting: predicts(&config, &Prediction::NEW, &Bypass::NEW),
             gate: Prediction::NEW,
-            bypassing: false,
             bypass: Bypass::NEW,
             _encap: PhantomData,
         }
@@ -351,13 +349,12 @@ where
         self.config = config;
         if !config.adaptive_bypass {
             self.bypass = Bypass::NEW;
-            self.bypassing = false;
         } else if !bypass_was {
             // Judged from the next burst on, not on the history before it.
             let (mergeable, merged) = self.bypass_counters();
             self.bypass.pass(mergeable, merged);
         }
-        self.predicting = predicts(&config, &self.gate, self.bypassing);
+        self.predicting = predicts(&config, &self.gate, &self.bypass);
         if reseed {
             self.hasher = FlowHasher::new(config.hash_seed);
             self.probe = self.probe.with_multiplier(self.hasher.multiplier());
@@ -410,7 +407,7 @@ where
             };
         }
         // Never while predicting: the predicted path pays nothing for the bypass.
-        if self.bypassing {
+        if !self.bypass.open() {
             return self.deliver_alone(frame, PassReason::Bypassed, None, sink);
         }
         self.push_general(frame, meta, sink)
@@ -713,7 +710,8 @@ where
             // An empty poll is no burst: no pause counts down, nothing is counted.
             return;
         }
-        if self.bypassing {
+        let bypassed = !self.bypass.open();
+        if bypassed {
             // Nothing was offered to prediction: nothing to judge it by.
             self.stats.bypassed_bursts += 1;
             self.gate.pass(frames_in, predicted);
@@ -724,15 +722,13 @@ where
             self.gate.burst_end(frames_in, predicted);
         }
         if self.config.adaptive_bypass {
-            let was = self.bypassing;
             let (mergeable, merged) = self.bypass_counters();
             self.bypass.burst_end(mergeable, merged);
-            self.bypassing = !self.bypass.open();
-            if self.bypassing && !was {
+            if !self.bypass.open() && !bypassed {
                 self.begin_bypass(sink);
             }
         }
-        self.predicting = predicts(&self.config, &self.gate, self.bypassing);
+        self.predicting = predicts(&self.config, &self.gate, &self.bypass);
     }
 
     /// The running totals the bypass gate judges bursts by: the frames that could have merged
@@ -1957,8 +1953,8 @@ fn needs_sums<E: Encap>(config: &Config, l: &Layers) -> bool {
 /// paused it, and frames do not bypass coalescing (cached in `Engine::predicting`, read per
 /// frame).
 #[inline(always)]
-const fn predicts(config: &Config, gate: &Prediction, bypassing: bool) -> bool {
-    config.header_prediction && gate.open() && !bypassing
+const fn predicts(config: &Config, gate: &Prediction, bypass: &Bypass) -> bool {
+    config.header_prediction && gate.open() && bypass.open()
 }
 
 /// Rewrites the head's headers for the merged segment (Linux `inet_gro_complete`,
