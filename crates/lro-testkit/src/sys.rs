@@ -168,6 +168,111 @@ impl Drop for Cleanup {
     }
 }
 
+/// An `AF_PACKET` raw socket bound to one interface of the calling thread's namespace: sends
+/// whole Ethernet frames out of it ([`PacketSocket::sender`]), or receives every frame the
+/// interface receives as the kernel's taps see them, after GRO ([`PacketSocket::receiver`]).
+/// Closed on drop.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: libc::c_int,
+}
+
+impl PacketSocket {
+    /// A socket that sends out of `ifname` and receives nothing.
+    pub fn sender(ifname: &str) -> std::io::Result<Self> {
+        Self::bind(ifname, 0)
+    }
+
+    /// A socket that receives every frame `ifname` receives (`ETH_P_ALL`).
+    pub fn receiver(ifname: &str) -> std::io::Result<Self> {
+        Self::bind(ifname, (libc::ETH_P_ALL as u16).to_be())
+    }
+
+    /// A socket on `ifname` receiving the frames of `protocol` (network order; 0: none).
+    fn bind(ifname: &str, protocol: u16) -> std::io::Result<Self> {
+        let name = std::ffi::CString::new(ifname)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: `name` is a NUL-terminated string that outlives the call.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if ifindex == 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: socket(2) with plain integer arguments.
+        let fd =
+            unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, libc::c_int::from(protocol)) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let socket = Self { fd };
+        let addr = libc::sockaddr_ll {
+            sll_family: libc::AF_PACKET as u16,
+            sll_protocol: protocol,
+            sll_ifindex: ifindex as i32,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 0,
+            sll_addr: [0; 8],
+        };
+        // SAFETY: `addr` is a valid sockaddr_ll of the size passed; `fd` is the socket above.
+        let rc = unsafe {
+            libc::bind(
+                socket.fd,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(socket)
+    }
+
+    /// Sends `frame` (a whole Ethernet frame) out of the interface.
+    pub fn send(&self, frame: &[u8]) -> std::io::Result<()> {
+        // SAFETY: `frame` is a live buffer of `frame.len()` bytes; the socket is bound, so no
+        // address is needed.
+        let rc = unsafe { libc::send(self.fd, frame.as_ptr().cast(), frame.len(), 0) };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The next frame received, waiting up to `wait` for it; `None` when none came.
+    pub fn recv(&self, wait: Duration) -> std::io::Result<Option<Vec<u8>>> {
+        let mut poll = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `poll` is one valid pollfd, and 1 is the count passed.
+        let ready = unsafe { libc::poll(&mut poll, 1, ms) };
+        if ready < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if ready == 0 {
+            return Ok(None);
+        }
+        // The largest GRO packet is 64 KiB of IP datagram plus its link header.
+        let mut buf = vec![0u8; 70 * 1024];
+        // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
+        let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        buf.truncate(n as usize);
+        Ok(Some(buf))
+    }
+}
+
+impl Drop for PacketSocket {
+    fn drop(&mut self) {
+        // SAFETY: `fd` is this socket's own descriptor, closed once, here.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
 /// The CPU time of the calling thread, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -503,56 +503,17 @@ pub(crate) fn inject(
     pace: Duration,
 ) -> Result<usize, String> {
     enter(ns).map_err(|e| format!("setns: {e}"))?;
-    let name = std::ffi::CString::new(ifname).map_err(|e| e.to_string())?;
-    // SAFETY: `name` is a NUL-terminated string that outlives the call.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        return Err(format!("no interface {ifname}"));
-    }
-    // SAFETY: socket(2) with constant arguments; protocol 0: this socket only sends.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-    if fd < 0 {
-        return Err(format!(
-            "AF_PACKET socket: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let mut addr: libc::sockaddr_ll = libc::sockaddr_ll {
-        sll_family: libc::AF_PACKET as u16,
-        sll_protocol: 0,
-        sll_ifindex: ifindex as i32,
-        sll_hatype: 0,
-        sll_pkttype: 0,
-        sll_halen: 6,
-        sll_addr: [0; 8],
-    };
-    addr.sll_addr[..6].copy_from_slice(&SMOL_MAC);
+    let socket =
+        sys::PacketSocket::sender(ifname).map_err(|e| format!("AF_PACKET on {ifname}: {e}"))?;
     let mut sent = 0;
     for f in frames {
-        // SAFETY: `f` is a live buffer of `f.len()` bytes, `addr` a valid sockaddr_ll of the
-        // size passed, and `fd` the socket created above.
-        let rc = unsafe {
-            libc::sendto(
-                fd,
-                f.as_ptr().cast(),
-                f.len(),
-                0,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
-            // SAFETY: `fd` is ours and closed once.
-            unsafe { libc::close(fd) };
-            return Err(format!("sendto ({} bytes): {e}", f.len()));
-        }
+        socket
+            .send(f)
+            .map_err(|e| format!("send ({} bytes): {e}", f.len()))?;
         sent += 1;
         if !pace.is_zero() {
             std::thread::sleep(pace);
         }
     }
-    // SAFETY: `fd` is ours and closed once.
-    unsafe { libc::close(fd) };
     Ok(sent)
 }
