@@ -25,15 +25,18 @@
 //!   change of CWR flushes, and the engine follows that. A probe finds which rule the running
 //!   kernel has; under the old one, frames with CWR are left out.
 //!
+//! A kernel built without 802.1Q support has no VLAN GRO at all; a second probe finds out,
+//! and then only untagged frames are compared.
+//!
 //! Everything else is Linux's to decide, byte for byte.
 //!
 //! Two sources of frames:
 //! - the property tests' scenario generator (`lro_testkit::scenario`), 48 batches with a fixed
-//!   seed: up to 6 flows of untagged Ethernet, IPv4 and IPv6 (with extension headers),
-//!   near-twin identities, and per frame the generator's mutations (short and long segments,
-//!   PSH, FIN, SYN, RST, URG, ECE, CWR (see above), ACK and window changes, sequence gaps and
-//!   retransmissions, SACK, timestamps, TOS/TTL and hop-limit changes, IP IDs fixed or
-//!   jumping, padding, frames that are not IP);
+//!   seed: up to 6 flows over Ethernet (untagged, one 802.1Q tag, 802.1ad over 802.1Q),
+//!   IPv4 and IPv6 (with extension headers), near-twin identities, and per frame the
+//!   generator's mutations (short and long segments, PSH, FIN, SYN, RST, URG, ECE, CWR (see
+//!   above), ACK and window changes, sequence gaps and retransmissions, SACK, timestamps,
+//!   TOS/TTL and hop-limit changes, IP IDs fixed or jumping, padding, frames that are not IP);
 //! - real Linux TCP traffic: the committed captures, in polls of 63 frames.
 //!
 //! Settings (environment): `LRO_KERNEL_GRO_CASES` (batches, 48), `LRO_KERNEL_GRO_SEED` (the
@@ -45,7 +48,7 @@
 //! kernels differ, `shared/research/linux-gro-rules.md` says where); skips with the reason
 //! otherwise. Deletes its namespace also when it fails.
 
-use lro_core::testing::{FrameSpec, TCP_ACK, TCP_CWR};
+use lro_core::testing::{FrameSpec, TCP_ACK, TCP_CWR, TPID_8021Q};
 use lro_core::{Config, Engine, OutChecksum, RxMeta, Sizes};
 use lro_testkit::built::{Built, Pushed, Step as Do};
 use lro_testkit::check;
@@ -206,22 +209,59 @@ fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
     std::fs::write(path, pcap).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
-/// Two data frames of one flow, both with CWR: one segment under the rule `Policy::Gro`
-/// follows (Linux since the 2026 AccECN change: only a *change* of CWR flushes), two under
-/// the one before it (every frame with CWR flushes).
-fn cwr_pair() -> Vec<Vec<u8>> {
+/// Two consecutive data frames of one flow, each with `flags`, through `vlan` (an 802.1Q tag)
+/// or untagged.
+fn pair(flags: u8, vlan: Option<u16>) -> Vec<Vec<u8>> {
     let payload = [0x5a; 100];
     (0..2u32)
         .map(|i| {
-            let spec = FrameSpec::ipv4_tcp(40000, 443)
+            let mut spec = FrameSpec::ipv4_tcp(40000, 443)
                 .seq(1000 + 100 * i)
-                .flags(TCP_ACK | TCP_CWR)
+                .flags(flags)
                 .payload(&payload);
+            if let Some(tci) = vlan {
+                spec = spec.vlan(TPID_8021Q, tci);
+            }
             let mut b = vec![0u8; spec.len()];
             spec.write(&mut b).expect("sized");
             b
         })
         .collect()
+}
+
+/// What the running kernel's GRO does where kernels differ, the engine's rule being the
+/// `true` one.
+struct Rules {
+    /// Frames with CWR merge with each other, only a change of CWR flushes (Linux since its
+    /// 2026 AccECN change); before it, every frame with CWR flushes.
+    cwr: bool,
+    /// VLAN-tagged frames go through GRO (`vlan_gro_receive`, in a kernel built with 802.1Q
+    /// support).
+    vlan: bool,
+}
+
+impl Rules {
+    /// Asks the kernel with two pairs of frames that the engine merges.
+    fn probe(kernel: &Kernel) -> Result<Self, String> {
+        let merges = |frames: Vec<Vec<u8>>| -> Result<bool, String> {
+            assert_eq!(engine_gro(&frames).len(), 1, "the engine merges the probe");
+            let out = kernel.gro(&frames, |got| got.len() == 2)?;
+            match out.len() {
+                1 => Ok(true),
+                // Not merged: the frames come back as they went, tags included (the
+                // receiver puts back what Linux took out of them).
+                2 if by_flow(&out) == by_flow(&frames) => Ok(false),
+                _ => Err(format!(
+                    "probe: the frames did not come back as sent (\"lro\": as sent)\n{}",
+                    describe(&frames, &out, &frames)
+                )),
+            }
+        };
+        Ok(Self {
+            cwr: merges(pair(TCP_ACK | TCP_CWR, None))?,
+            vlan: merges(pair(TCP_ACK, Some(7)))?,
+        })
+    }
 }
 
 /// The frames the engine delivers for `frames` under `Config::gro()` with partial output
@@ -309,21 +349,17 @@ fn describe(input: &[Vec<u8>], kernel: &[Vec<u8>], ours: &[Vec<u8>]) -> String {
     s
 }
 
-/// A flow seed whose link layer is untagged Ethernet and whose twin variant (if any) is one
-/// a wire can carry (not a tag the NIC stripped: metadata only).
-fn seed() -> impl Strategy<Value = FlowSeed> {
-    (any::<u8>(), any::<u8>(), any::<u32>()).prop_map(|(shape, twin, misc)| {
+/// A flow seed whose link layer is Ethernet: untagged, or with `vlan`, also with its tags in
+/// the frame (one 802.1Q tag, or 802.1ad over 802.1Q).
+fn seed(vlan: bool) -> impl Strategy<Value = FlowSeed> {
+    let links: u8 = if vlan { 3 } else { 1 };
+    (any::<u8>(), any::<u8>(), any::<u32>(), 0..links).prop_map(|(shape, twin, misc, link)| {
         // Bits 1 to 3 of the shape choose the link layer with the others (`built::link_shape`,
-        // modulo 6): pick the value that makes it untagged Ethernet.
+        // modulo 6): pick the value that makes it `link`.
         let shape = (0u8..8)
             .map(|k| (shape & !0x0e) | (k << 1))
-            .find(|s| (s >> 1) % 6 == 0)
-            .expect("one of eight consecutive values is a multiple of 6");
-        let twin = if twin % 2 == 0 && (twin / 2) % 6 == 2 {
-            twin | 1
-        } else {
-            twin
-        };
+            .find(|s| (s >> 1) % 6 == link)
+            .expect("eight consecutive values cover every remainder modulo 6");
         FlowSeed { shape, twin, misc }
     })
 }
@@ -342,9 +378,9 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 /// The batch of a generated scenario: its frames, less those Linux does not offer to TCP GRO
-/// (see the module documentation); without CWR unless `cwr` (the kernel has the CWR rule the
-/// engine follows).
-fn batch(seeds: &[FlowSeed], steps: &[Step], cwr: bool) -> Vec<Vec<u8>> {
+/// (see the module documentation); without CWR unless the kernel has the CWR rule the engine
+/// follows.
+fn batch(seeds: &[FlowSeed], steps: &[Step], rules: &Rules) -> Vec<Vec<u8>> {
     let knobs = Knobs {
         gro: true,
         partial: true,
@@ -361,12 +397,15 @@ fn batch(seeds: &[FlowSeed], steps: &[Step], cwr: bool) -> Vec<Vec<u8>> {
     // The generator's step kind 91 turns CWR on or off for the frames that follow.
     let steps: Vec<Step> = steps
         .iter()
-        .filter(|s| cwr || s.kind % 100 != 91)
+        .filter(|s| rules.cwr || s.kind % 100 != 91)
         .copied()
         .collect();
     let sc = Scenario::build(knobs, seeds, &steps);
     sc.inputs()
         .iter()
+        // A twin that differs from its flow by a tag the NIC stripped exists only as
+        // metadata: not on a wire.
+        .filter(|i| i.meta.vlan_stripped.is_none())
         .filter(|i| !(i.corrupt || i.ip_opts || i.fragment))
         .map(|i| i.bytes.clone())
         .collect()
@@ -381,19 +420,22 @@ fn gro_policy_makes_the_frames_linux_gro_makes() {
             return;
         }
     };
-    let pair = cwr_pair();
-    let cwr = match kernel.gro(&pair, |got| got.len() == 2) {
-        Ok(out) => out.len() == 1,
-        Err(e) => panic!("{e}"),
-    };
-    assert_eq!(engine_gro(&pair).len(), 1, "the engine's CWR rule");
+    let rules = Rules::probe(&kernel).unwrap_or_else(|e| panic!("{e}"));
     println!(
         "{}",
-        if cwr {
+        if rules.cwr {
             "this kernel merges frames with CWR as the engine does: CWR compared"
         } else {
             "this kernel flushes on every frame with CWR (before Linux's 2026 AccECN change, \
              which the engine follows): frames with CWR left out"
+        }
+    );
+    println!(
+        "{}",
+        if rules.vlan {
+            "this kernel coalesces VLAN-tagged frames: 802.1Q and 802.1ad compared"
+        } else {
+            "this kernel has no VLAN GRO (built without 802.1Q support): untagged frames only"
         }
     );
     let cases = std::env::var("LRO_KERNEL_GRO_CASES")
@@ -417,11 +459,11 @@ fn gro_policy_makes_the_frames_linux_gro_makes() {
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &key));
     let (frames_in, frames_out) = (Cell::new(0usize), Cell::new(0usize));
     let strategy = (
-        proptest::collection::vec(seed(), 1..=6),
+        proptest::collection::vec(seed(rules.vlan), 1..=6),
         proptest::collection::vec(step(), 1..=BATCH),
     );
     let result = runner.run(&strategy, |(seeds, steps)| {
-        let input = batch(&seeds, &steps, cwr);
+        let input = batch(&seeds, &steps, &rules);
         let ours = engine_gro(&input);
         kernel.agrees(&input, &ours).map_err(TestCaseError::fail)?;
         frames_in.set(frames_in.get() + input.len());

@@ -18,10 +18,10 @@
 //!   strategies generate), with its own ground truth and the checks judged from it.
 //! - `structured` (feature `fuzz`): the `arbitrary`-derived structured input of the fuzz
 //!   targets and their drivers, with GRE wrapping in `structured::gre`.
-//! - `sys` (feature `sys`, Linux): what the drivers' end-to-end tests over network namespaces
-//!   share (commands, skip checks, namespace entry and cleanup, the client's byte stream and
-//!   its hash, thread CPU time). The only module with `unsafe` (`geteuid`, `setns`,
-//!   `clock_gettime`).
+//! - `sys` (feature `sys`, Linux): what the end-to-end tests over network namespaces share
+//!   (commands, skip checks, namespace entry and cleanup, `AF_PACKET` sockets, the client's
+//!   byte stream and its hash, thread CPU time). The only module with `unsafe` (`geteuid`,
+//!   `setns`, the socket calls, `clock_gettime`).
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]

@@ -1,7 +1,8 @@
-//! What the drivers' end-to-end tests over network namespaces share (feature `sys`, Linux):
-//! running `ip`/`ethtool`, the checks that decide whether such a test can run here, entering a
-//! namespace from one thread and deleting what a test created (also when it fails), the byte
-//! stream a kernel TCP client sends with its hash, and a thread's CPU time.
+//! What the end-to-end tests over network namespaces share (feature `sys`, Linux): running
+//! `ip`/`ethtool`, the checks that decide whether such a test can run here, entering a
+//! namespace from one thread and deleting what a test created (also when it fails), raw
+//! `AF_PACKET` sockets on an interface, the byte stream a kernel TCP client sends with its
+//! hash, and a thread's CPU time.
 //!
 //! ```
 //! use lro_testkit::sys::{Fnv, Stream};
@@ -183,9 +184,27 @@ impl PacketSocket {
         Self::bind(ifname, 0)
     }
 
-    /// A socket that receives every frame `ifname` receives (`ETH_P_ALL`).
+    /// A socket that receives every frame `ifname` receives (`ETH_P_ALL`), VLAN tags
+    /// included: Linux takes a frame's outer tag out of its bytes before the taps see it
+    /// (`skb_vlan_untag`) and hands it to the socket beside them (`PACKET_AUXDATA`);
+    /// [`PacketSocket::recv`] puts it back where it was.
     pub fn receiver(ifname: &str) -> std::io::Result<Self> {
-        Self::bind(ifname, (libc::ETH_P_ALL as u16).to_be())
+        let socket = Self::bind(ifname, (libc::ETH_P_ALL as u16).to_be())?;
+        let on: libc::c_int = 1;
+        // SAFETY: `on` is a live c_int and its size is the length passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                socket.fd,
+                libc::SOL_PACKET,
+                libc::PACKET_AUXDATA,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(socket)
     }
 
     /// A socket on `ifname` receiving the frames of `protocol` (network order; 0: none).
@@ -256,14 +275,60 @@ impl PacketSocket {
         }
         // The largest GRO packet is 64 KiB of IP datagram plus its link header.
         let mut buf = vec![0u8; 70 * 1024];
-        // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
-        let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        // Room for one control message with a tpacket_auxdata, 8-byte aligned.
+        let mut control = [0u64; 8];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain data; all-zero is a valid empty value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: `msg` points at one live iovec over `buf` and at `control`, both writable and
+        // of the lengths given, and outlives the call.
+        let n = unsafe { libc::recvmsg(self.fd, &mut msg, 0) };
         if n < 0 {
             return Err(std::io::Error::last_os_error());
         }
         buf.truncate(n as usize);
+        if let Some((tpid, tci)) = vlan_of(&msg) {
+            let at = 12.min(buf.len());
+            let tag = [tpid.to_be_bytes(), tci.to_be_bytes()].concat();
+            buf.splice(at..at, tag);
+        }
         Ok(Some(buf))
     }
+}
+
+/// The VLAN tag (TPID, TCI) Linux took out of a received frame, from the `PACKET_AUXDATA`
+/// control message of `msg` (as `recvmsg` filled it in), if any.
+fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
+    // SAFETY: `msg` is a msghdr that recvmsg filled in, its control buffer still live: the
+    // CMSG_* walk stays within `msg_controllen` bytes of it, and a cmsg of type PACKET_AUXDATA
+    // carries a tpacket_auxdata (read unaligned: CMSG_DATA promises no alignment).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
+                let aux: libc::tpacket_auxdata =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                if aux.tp_status & libc::TP_STATUS_VLAN_VALID == 0 {
+                    return None;
+                }
+                let tpid = if aux.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                    aux.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+                return Some((tpid, aux.tp_vlan_tci));
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
 }
 
 impl Drop for PacketSocket {
