@@ -1,6 +1,9 @@
 //! `Policy::Gro` against the running kernel's GRO: the same frames, through Linux's GRO and
 //! through the engine, must come out as the same frames, byte for byte (lengths, IPv4 header
-//! checksums, the pseudo-header TCP checksum that Linux leaves for `CHECKSUM_PARTIAL`).
+//! checksums, the pseudo-header TCP checksum that Linux leaves for `CHECKSUM_PARTIAL`). And
+//! the way back: every segment the engine merged, handed to Linux's GSO as a forwarding stack
+//! would hand it (a `virtio_net_hdr` with the segment's `gso_size`), must be cut into exactly
+//! the frames that went into it (DESIGN.md invariant 8, with Linux's segmentation).
 //!
 //! The kernel's side: a veth pair in a namespace of the test's own, GRO on at the receiving
 //! end (`ethtool -K vb gro on` gives a veth a NAPI context). An `AF_PACKET` socket sends each
@@ -13,6 +16,10 @@
 //!
 //! The engine's side: the same frames, pushed with no checksum metadata (the kernel verifies
 //! in software as well), then `flush_all`, with `Config::gro()` and `OutChecksum::Partial`.
+//!
+//! GSO: a second veth pair, `vc` to `vd`, where `vc` can neither segment nor checksum, so
+//! the kernel does both in software on the way out (`tcp_gso_segment`), and `vd` has no GRO.
+//! A third socket sends each merged segment out of `vc` with `PACKET_VNET_HDR`.
 //!
 //! What is compared: per flow, the multiset of frames that came out. Two differences are
 //! deliberate, and the batches leave out the frames that would show them:
@@ -49,13 +56,13 @@
 //! otherwise. Deletes its namespace also when it fails.
 
 use lro_core::testing::{FrameSpec, TCP_ACK, TCP_CWR, TPID_8021Q};
-use lro_core::{Config, Engine, OutChecksum, RxMeta, Sizes};
+use lro_core::{Config, Engine, OutChecksum, RxMeta, SegmentInfo, Sizes};
 use lro_testkit::built::{Built, Pushed, Step as Do};
 use lro_testkit::check;
 use lro_testkit::frame::Out;
 use lro_testkit::oracle::{self, Class, Identity};
 use lro_testkit::scenario::{FlowSeed, Knobs, Scenario, Step};
-use lro_testkit::sys::{self, Cleanup, PacketSocket};
+use lro_testkit::sys::{self, Cleanup, Gso, PacketSocket};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
 use std::cell::Cell;
@@ -69,10 +76,13 @@ const KICK: [u8; 2] = [0x88, 0xb5];
 /// The most frames a batch has: a NAPI poll takes 64, and the kick is one of them.
 const BATCH: usize = 63;
 
-/// The kernel's side: the namespace, its two sockets, and the cleanup of it all.
+/// The kernel's side: the namespace, its two veth pairs (`va` to `vb` through GRO, `vc` to
+/// `vd` through GSO), their sockets, and the cleanup of it all.
 struct Kernel {
     tx: PacketSocket,
     rx: PacketSocket,
+    gso_tx: PacketSocket,
+    gso_rx: PacketSocket,
     _cleanup: Cleanup,
 }
 
@@ -116,6 +126,11 @@ impl Kernel {
         // cannot do TSO (`veth_skb_is_eligible_for_gro`).
         inside("ethtool -K vb gro on && ethtool -K va tso off gso off")
             .map_err(|e| format!("this kernel's veth cannot do GRO: {e}"))?;
+        // The second pair: `vc` can neither segment nor checksum (the kernel does both in
+        // software, as GSO), `vd` has no GRO (the segments come up as they were cut).
+        inside("ip link add vc mtu 9000 type veth peer name vd mtu 9000")?;
+        inside("ip link set vc up && ip link set vd up")?;
+        inside("ethtool -K vc tx off tso off gso off && ethtool -K vd gro off")?;
         let vb = "/sys/class/net/vb";
         inside(&format!("echo 10000000 > {vb}/gro_flush_timeout"))
             .and_then(|()| inside(&format!("echo 1 > {vb}/napi_defer_hard_irqs")))
@@ -123,9 +138,13 @@ impl Kernel {
         sys::enter_netns(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
         let tx = PacketSocket::sender("va").map_err(|e| format!("AF_PACKET on va: {e}"))?;
         let rx = PacketSocket::receiver("vb").map_err(|e| format!("AF_PACKET on vb: {e}"))?;
+        let gso_tx = PacketSocket::gso_sender("vc").map_err(|e| format!("AF_PACKET on vc: {e}"))?;
+        let gso_rx = PacketSocket::receiver("vd").map_err(|e| format!("AF_PACKET on vd: {e}"))?;
         Ok(Self {
             tx,
             rx,
+            gso_tx,
+            gso_rx,
             _cleanup: cleanup,
         })
     }
@@ -168,6 +187,32 @@ impl Kernel {
             }
             if Instant::now() > deadline {
                 return Err("frames kept coming for 5 s".into());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The frames Linux's GSO cuts `frame` into as `gso` says: received until `n` came, or
+    /// nothing came for 300 ms.
+    fn gso(&self, frame: &[u8], gso: &Gso, n: usize) -> Result<Vec<Vec<u8>>, String> {
+        while self
+            .gso_rx
+            .recv(Duration::ZERO)
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {}
+        self.gso_tx
+            .send_gso(frame, gso)
+            .map_err(|e| format!("send ({} bytes, {gso:?}): {e}", frame.len()))?;
+        let mut out = Vec::new();
+        while out.len() < n {
+            match self
+                .gso_rx
+                .recv(Duration::from_millis(300))
+                .map_err(|e| format!("recv: {e}"))?
+            {
+                Some(f) => out.push(f),
+                None => break,
             }
         }
         Ok(out)
@@ -264,9 +309,17 @@ impl Rules {
     }
 }
 
-/// The frames the engine delivers for `frames` under `Config::gro()` with partial output
-/// checksums, flushed once at the end, as one contiguous frame each.
-fn engine_gro(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+/// One frame the engine delivered: its bytes (one contiguous frame), the input frames in it
+/// (indices) and what the engine said of it.
+struct Delivered {
+    bytes: Vec<u8>,
+    ids: Vec<usize>,
+    info: SegmentInfo,
+}
+
+/// What the engine delivers for `frames` under `Config::gro()` with partial output
+/// checksums, flushed once at the end.
+fn engine_gro(frames: &[Vec<u8>]) -> Vec<Delivered> {
     let config = Config::gro().with_checksum_out(OutChecksum::Partial);
     let built = Built {
         frames: frames
@@ -285,10 +338,62 @@ fn engine_gro(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .out
         .into_iter()
         .map(|o| match o {
-            Out::Seg { bytes, .. } => bytes,
+            Out::Seg {
+                bytes, ids, info, ..
+            } => Delivered { bytes, ids, info },
             Out::Rel(id) => panic!("frame {id} released under Gro"),
         })
         .collect()
+}
+
+/// The bytes of what the engine delivered.
+fn frames_of(out: &[Delivered]) -> Vec<Vec<u8>> {
+    out.iter().map(|d| d.bytes.clone()).collect()
+}
+
+/// Linux's GSO of every segment the engine merged (a forwarding stack would hand it to the
+/// kernel so) must give back the frames merged into it, byte for byte (DESIGN.md invariant
+/// 8 with Linux's segmentation in place of the engine's own). Segments whose IPv4 IDs were
+/// all equal are left out (a `virtio_net_hdr` cannot ask for `SKB_GSO_TCP_FIXEDID`), and so
+/// are those with CWR (Linux's GSO without AccECN keeps it on the first segment only).
+/// Returns how many segments were checked.
+fn gso_gives_back(kernel: &Kernel, input: &[Vec<u8>], out: &[Delivered]) -> Result<usize, String> {
+    let mut checked = 0;
+    for d in out {
+        let (l3, l4) = (d.info.l3 as usize, d.info.l4 as usize);
+        let cwr = d.bytes.get(l4 + 13).is_some_and(|f| f & TCP_CWR != 0);
+        if d.info.gso_segs < 2 || d.info.fixed_id || cwr {
+            continue;
+        }
+        let gso = Gso {
+            v6: d.bytes[l3] >> 4 == 6,
+            l4: l4 as u16,
+            header_len: (d.info.len - d.info.payload_len as usize) as u16,
+            size: d.info.gso_size,
+        };
+        let want: Vec<Vec<u8>> = d.ids.iter().map(|&i| input[i].clone()).collect();
+        let got = kernel.gso(&d.bytes, &gso, want.len())?;
+        if got != want {
+            let list = |v: &[Vec<u8>]| v.iter().map(|f| f.len().to_string()).collect::<Vec<_>>();
+            let mut s = format!(
+                "Linux's GSO of a segment of {} frames ({gso:?}) gave {:?}, not the frames {:?}\n",
+                want.len(),
+                list(&got),
+                list(&want)
+            );
+            if let Some((a, b)) = got.iter().zip(&want).find(|(a, b)| a != b) {
+                if let Some(at) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+                    s += &format!(
+                        "first difference: byte {at}: linux {:#04x}, the frame {:#04x}\n",
+                        a[at], b[at]
+                    );
+                }
+            }
+            return Err(s);
+        }
+        checked += 1;
+    }
+    Ok(checked)
 }
 
 /// Frames by flow (the reference reader's identity; `None` for what is not TCP), each flow's
@@ -457,24 +562,27 @@ fn gro_policy_makes_the_frames_linux_gro_makes() {
     key[..8].copy_from_slice(&seed_value.to_le_bytes());
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &key));
-    let (frames_in, frames_out) = (Cell::new(0usize), Cell::new(0usize));
+    let (frames_in, frames_out, segmented) = (Cell::new(0usize), Cell::new(0usize), Cell::new(0));
     let strategy = (
         proptest::collection::vec(seed(rules.vlan), 1..=6),
         proptest::collection::vec(step(), 1..=BATCH),
     );
     let result = runner.run(&strategy, |(seeds, steps)| {
         let input = batch(&seeds, &steps, &rules);
-        let ours = engine_gro(&input);
+        let out = engine_gro(&input);
+        let ours = frames_of(&out);
         kernel.agrees(&input, &ours).map_err(TestCaseError::fail)?;
+        let n = gso_gives_back(&kernel, &input, &out).map_err(TestCaseError::fail)?;
+        segmented.set(segmented.get() + n);
         frames_in.set(frames_in.get() + input.len());
         frames_out.set(frames_out.get() + ours.len());
         Ok(())
     });
-    let (frames_in, frames_out) = (frames_in.get(), frames_out.get());
+    let (frames_in, frames_out, segmented) = (frames_in.get(), frames_out.get(), segmented.get());
     let merged = frames_in - frames_out;
     println!(
         "{cases} batches: {frames_in} frames in, {frames_out} out, the same from Linux GRO \
-         ({merged} frames merged)"
+         ({merged} frames merged); Linux's GSO gave back the frames of {segmented} segments"
     );
     if let Err(e) = result {
         panic!("{e}");
@@ -538,18 +646,25 @@ fn gro_policy_makes_the_frames_linux_gro_makes_of_real_traffic() {
         } else {
             limit.min(frames.len())
         }];
-        let mut out = 0;
+        let (mut out, mut segmented) = (0, 0);
         for (i, poll) in frames.chunks(BATCH).enumerate() {
-            let ours = engine_gro(poll);
+            let delivered = engine_gro(poll);
+            let ours = frames_of(&delivered);
             if let Err(e) = kernel.agrees(poll, &ours) {
                 panic!("{name}, poll {i} (frames {} on):\n{e}", i * BATCH);
+            }
+            match gso_gives_back(&kernel, poll, &delivered) {
+                Ok(n) => segmented += n,
+                Err(e) => panic!("{name}, poll {i} (frames {} on):\n{e}", i * BATCH),
             }
             out += ours.len();
         }
         println!(
-            "{name}: {} frames in polls of {BATCH}, {out} out, the same from Linux GRO",
+            "{name}: {} frames in polls of {BATCH}, {out} out, the same from Linux GRO; \
+             Linux's GSO gave back the frames of {segmented} segments",
             frames.len()
         );
         assert!(out < frames.len(), "{name}: nothing merged");
+        assert!(segmented > 0, "{name}: no segment through GSO");
     }
 }

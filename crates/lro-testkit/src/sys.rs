@@ -184,19 +184,25 @@ impl PacketSocket {
         Self::bind(ifname, 0)
     }
 
-    /// A socket that receives every frame `ifname` receives (`ETH_P_ALL`), VLAN tags
-    /// included: Linux takes a frame's outer tag out of its bytes before the taps see it
-    /// (`skb_vlan_untag`) and hands it to the socket beside them (`PACKET_AUXDATA`);
-    /// [`PacketSocket::recv`] puts it back where it was.
-    pub fn receiver(ifname: &str) -> std::io::Result<Self> {
-        let socket = Self::bind(ifname, (libc::ETH_P_ALL as u16).to_be())?;
+    /// A socket that sends out of `ifname` frames the kernel segments ([`PacketSocket::send_gso`]:
+    /// each frame goes with a `virtio_net_hdr`, `PACKET_VNET_HDR`), and receives nothing.
+    pub fn gso_sender(ifname: &str) -> std::io::Result<Self> {
+        /// `PACKET_VNET_HDR` of `<linux/if_packet.h>` (not in the libc crate).
+        const PACKET_VNET_HDR: libc::c_int = 15;
+        let socket = Self::bind(ifname, 0)?;
+        socket.set_option(PACKET_VNET_HDR)?;
+        Ok(socket)
+    }
+
+    /// Turns the `SOL_PACKET` option `name` on.
+    fn set_option(&self, name: libc::c_int) -> std::io::Result<()> {
         let on: libc::c_int = 1;
         // SAFETY: `on` is a live c_int and its size is the length passed.
         let rc = unsafe {
             libc::setsockopt(
-                socket.fd,
+                self.fd,
                 libc::SOL_PACKET,
-                libc::PACKET_AUXDATA,
+                name,
                 (&on as *const libc::c_int).cast(),
                 std::mem::size_of::<libc::c_int>() as u32,
             )
@@ -204,6 +210,16 @@ impl PacketSocket {
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
         }
+        Ok(())
+    }
+
+    /// A socket that receives every frame `ifname` receives (`ETH_P_ALL`), VLAN tags
+    /// included: Linux takes a frame's outer tag out of its bytes before the taps see it
+    /// (`skb_vlan_untag`) and hands it to the socket beside them (`PACKET_AUXDATA`);
+    /// [`PacketSocket::recv`] puts it back where it was.
+    pub fn receiver(ifname: &str) -> std::io::Result<Self> {
+        let socket = Self::bind(ifname, (libc::ETH_P_ALL as u16).to_be())?;
+        socket.set_option(libc::PACKET_AUXDATA)?;
         Ok(socket)
     }
 
@@ -257,6 +273,21 @@ impl PacketSocket {
         Ok(())
     }
 
+    /// Sends `frame` (a whole Ethernet frame: one TCP segment with a partial checksum, the
+    /// pseudo header's sum, as GRO leaves it) through a [`PacketSocket::gso_sender`], for the
+    /// kernel to cut into segments of `gso.size` payload bytes as its GSO does, checksums
+    /// completed where the interface cannot.
+    pub fn send_gso(&self, frame: &[u8], gso: &Gso) -> std::io::Result<()> {
+        // struct virtio_net_hdr, little-endian (a packet socket's is): flags NEEDS_CSUM,
+        // gso_type TCPV4 (1) or TCPV6 (4), hdr_len, gso_size, csum_start, csum_offset.
+        let mut buf = vec![1u8, if gso.v6 { 4 } else { 1 }];
+        for v in [gso.header_len, gso.size, gso.l4, 16] {
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        buf.extend_from_slice(frame);
+        self.send(&buf)
+    }
+
     /// The next frame received, waiting up to `wait` for it; `None` when none came.
     pub fn recv(&self, wait: Duration) -> std::io::Result<Option<Vec<u8>>> {
         let mut poll = libc::pollfd {
@@ -301,6 +332,19 @@ impl PacketSocket {
         }
         Ok(Some(buf))
     }
+}
+
+/// How the kernel is to segment a frame sent with [`PacketSocket::send_gso`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gso {
+    /// TCP over IPv6 (else over IPv4).
+    pub v6: bool,
+    /// Offset of the TCP header in the frame: where the checksum to complete starts.
+    pub l4: u16,
+    /// Length of the headers, TCP's included.
+    pub header_len: u16,
+    /// Payload bytes per segment (the MSS).
+    pub size: u16,
 }
 
 /// The VLAN tag (TPID, TCI) Linux took out of a received frame, from the `PACKET_AUXDATA`
