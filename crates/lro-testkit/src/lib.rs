@@ -18,6 +18,8 @@
 //!   strategies generate), with its own ground truth and the checks judged from it.
 //! - `structured` (feature `fuzz`): the `arbitrary`-derived structured input of the fuzz
 //!   targets and their drivers, with GRE wrapping in `structured::gre`.
+//! - `kernel` (feature `sys`, Linux): the running kernel's GRO and GSO on veth pairs, and the
+//!   engine's `Gro` output beside them, for the tests that compare the two byte for byte.
 //! - `sys` (feature `sys`, Linux): what the end-to-end tests over network namespaces share
 //!   (commands, skip checks, namespace entry and cleanup, `AF_PACKET` sockets, the client's
 //!   byte stream and its hash, thread CPU time). The only module with `unsafe` (`geteuid`,
@@ -31,6 +33,8 @@ pub mod capture;
 pub mod check;
 pub mod frame;
 pub mod gre_reader;
+#[cfg(all(feature = "sys", target_os = "linux"))]
+pub mod kernel;
 pub mod oracle;
 pub mod scenario;
 #[cfg(feature = "fuzz")]

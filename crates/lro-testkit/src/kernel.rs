@@ -1,0 +1,367 @@
+//! The running kernel as a reference (feature `sys`, Linux, root): its GRO and its GSO on
+//! veth pairs in a namespace of the caller's own, next to the engine's, for the tests that
+//! require the engine's `Gro` output to be Linux's, byte for byte.
+//!
+//! GRO: `va` to `vb`, GRO on at `vb` (`ethtool -K vb gro on` gives a veth a NAPI context,
+//! and `va` must not do TSO for a frame to reach it). An `AF_PACKET` socket sends each frame
+//! out of `va`; a second one on `vb` receives what GRO made of them, as every tap sees it. To
+//! put a whole batch into one NAPI poll (one "burst"), `vb` defers its interrupt-less NAPI
+//! completion (`napi_defer_hard_irqs` 1, `gro_flush_timeout` 10 ms): a first frame of a
+//! protocol without GRO starts a poll and arms the timer, and the batch, sent within
+//! microseconds, waits in the veth ring for the timer's poll, which takes all of it (at most
+//! 64 frames: the poll's budget). GRO then flushes what it holds a timer later.
+//!
+//! GSO: `vc` to `vd`, where `vc` can neither segment nor checksum, so the kernel does both in
+//! software on the way out (`tcp_gso_segment`), and `vd` has no GRO. A third socket sends
+//! each segment out of `vc` with a `virtio_net_hdr` (`PACKET_VNET_HDR`).
+//!
+//! What is compared ([`by_flow`]): per flow, the multiset of frames that came out (the
+//! kernel flushes its flows in an order of its own).
+
+use crate::built::{Built, Pushed, Step};
+use crate::check;
+use crate::frame::Out;
+use crate::oracle::{self, Identity};
+use crate::sys::{self, Cleanup, Gso, PacketSocket};
+use lro_core::encap::Encap;
+use lro_core::testing::TCP_CWR;
+use lro_core::{Config, Engine, OutChecksum, RxMeta, SegmentInfo, Sizes};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Ethertype of the frame that starts each batch's poll: an IEEE local experimental one, for
+/// which Linux has no GRO handler (delivered at once, and left out of the comparison).
+pub const KICK: [u8; 2] = [0x88, 0xb5];
+
+/// The most frames a batch has: a NAPI poll takes 64, and the kick is one of them.
+pub const BATCH: usize = 63;
+
+/// The kernel's side: the namespace, its two veth pairs (`va` to `vb` through GRO, `vc` to
+/// `vd` through GSO), their sockets, and the cleanup of it all (when this drops).
+#[derive(Debug)]
+pub struct Kernel {
+    tx: PacketSocket,
+    rx: PacketSocket,
+    gso_tx: PacketSocket,
+    gso_rx: PacketSocket,
+    _cleanup: Cleanup,
+}
+
+impl Kernel {
+    /// The namespace (named after `tag`) and veth pair, or why they cannot be made here.
+    /// Moves the calling thread into the namespace.
+    pub fn new(tag: &str) -> Result<Self, String> {
+        if let Some(why) = sys::not_root("namespaces, veth, AF_PACKET") {
+            return Err(why);
+        }
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut version = release
+            .trim()
+            .split(['.', '-'])
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+        if (major, minor) < (6, 18) {
+            return Err(format!(
+                "Linux {} predates the GRO rules the engine follows (6.18: the IPv6 hop limit, \
+                 the IPv4 ID rules, the flag word with CWR)",
+                release.trim()
+            ));
+        }
+        for tool in ["ip", "ethtool"] {
+            if let Some(why) = sys::tool_missing(tool, "-V", "(apt-get install iproute2 ethtool)") {
+                return Err(why);
+            }
+        }
+        let ns = format!("lro-kgro-{}-{tag}", std::process::id());
+        let cleanup = Cleanup::netns(&ns);
+        let inside = |cmd: &str| sys::run(&["ip", "netns", "exec", &ns, "sh", "-c", cmd]);
+        sys::run(&["ip", "netns", "add", &ns])?;
+        // No IPv6 link-local traffic of the test's own devices among the frames received.
+        inside("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")?;
+        inside("sysctl -qw net.ipv6.conf.default.disable_ipv6=1")?;
+        // Jumbo MTU: the generator's frames reach 1,600 bytes (IPv6 with extension headers, TCP
+        // options and segments longer than the MSS).
+        inside("ip link add va mtu 9000 type veth peer name vb mtu 9000")?;
+        inside("ip link set va up && ip link set vb up")?;
+        // A veth hands a frame to its peer's NAPI (and so to GRO) only when the sending end
+        // cannot do TSO (`veth_skb_is_eligible_for_gro`).
+        inside("ethtool -K vb gro on && ethtool -K va tso off gso off")
+            .map_err(|e| format!("this kernel's veth cannot do GRO: {e}"))?;
+        // The second pair: `vc` can neither segment nor checksum (the kernel does both in
+        // software, as GSO), `vd` has no GRO (the segments come up as they were cut).
+        inside("ip link add vc mtu 9000 type veth peer name vd mtu 9000")?;
+        inside("ip link set vc up && ip link set vd up")?;
+        inside("ethtool -K vc tx off tso off gso off && ethtool -K vd gro off")?;
+        let vb = "/sys/class/net/vb";
+        inside(&format!("echo 10000000 > {vb}/gro_flush_timeout"))
+            .and_then(|()| inside(&format!("echo 1 > {vb}/napi_defer_hard_irqs")))
+            .map_err(|e| format!("no deferred NAPI completion here: {e}"))?;
+        sys::enter_netns(&ns).map_err(|e| format!("setns {ns}: {e}"))?;
+        let tx = PacketSocket::sender("va").map_err(|e| format!("AF_PACKET on va: {e}"))?;
+        let rx = PacketSocket::receiver("vb").map_err(|e| format!("AF_PACKET on vb: {e}"))?;
+        let gso_tx = PacketSocket::gso_sender("vc").map_err(|e| format!("AF_PACKET on vc: {e}"))?;
+        let gso_rx = PacketSocket::receiver("vd").map_err(|e| format!("AF_PACKET on vd: {e}"))?;
+        Ok(Self {
+            tx,
+            rx,
+            gso_tx,
+            gso_rx,
+            _cleanup: cleanup,
+        })
+    }
+
+    /// What the kernel's GRO makes of `frames` (at most [`BATCH`]), in the order the tap saw:
+    /// received until `done` says it is all (a poll's output comes up one to two timer
+    /// periods after the batch), or nothing came for 300 ms.
+    pub fn gro(
+        &self,
+        frames: &[Vec<u8>],
+        done: impl Fn(&[Vec<u8>]) -> bool,
+    ) -> Result<Vec<Vec<u8>>, String> {
+        assert!(frames.len() <= BATCH);
+        // Whatever an earlier batch left (nothing, unless it came up late).
+        while self
+            .rx
+            .recv(Duration::ZERO)
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {}
+        let mut kick = vec![0u8; 60];
+        kick[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xee]);
+        kick[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xef]);
+        kick[12..14].copy_from_slice(&KICK);
+        self.tx.send(&kick).map_err(|e| format!("send: {e}"))?;
+        for f in frames {
+            self.tx.send(f).map_err(|e| format!("send: {e}"))?;
+        }
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done(&out) {
+            match self
+                .rx
+                .recv(Duration::from_millis(300))
+                .map_err(|e| format!("recv: {e}"))?
+            {
+                Some(f) if f.get(12..14) == Some(&KICK[..]) => {}
+                Some(f) => out.push(f),
+                None => break,
+            }
+            if Instant::now() > deadline {
+                return Err("frames kept coming for 5 s".into());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The frames Linux's GSO cuts `frame` into as `gso` says: received until `n` came, or
+    /// nothing came for 300 ms.
+    pub fn gso(&self, frame: &[u8], gso: &Gso, n: usize) -> Result<Vec<Vec<u8>>, String> {
+        while self
+            .gso_rx
+            .recv(Duration::ZERO)
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {}
+        self.gso_tx
+            .send_gso(frame, gso)
+            .map_err(|e| format!("send ({} bytes, {gso:?}): {e}", frame.len()))?;
+        let mut out = Vec::new();
+        while out.len() < n {
+            match self
+                .gso_rx
+                .recv(Duration::from_millis(300))
+                .map_err(|e| format!("recv: {e}"))?
+            {
+                Some(f) => out.push(f),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Kernel::gro`] of `input` compared with the engine's `ours`: `Err` with an account of
+    /// the difference. A batch that came up split (the machine stalled the sender for a timer
+    /// period) is sent again, twice at most.
+    pub fn agrees(&self, input: &[Vec<u8>], ours: &[Vec<u8>]) -> Result<(), String> {
+        let want = by_flow(ours);
+        let mut linux = Vec::new();
+        for _ in 0..3 {
+            linux = self.gro(input, |got| by_flow(got) == want)?;
+            if by_flow(&linux) == want {
+                return Ok(());
+            }
+        }
+        if let Some(path) = std::env::var_os("LRO_KERNEL_GRO_DUMP") {
+            write_pcap(std::path::Path::new(&path), input);
+        }
+        Err(describe(input, &linux, ours))
+    }
+}
+
+/// Writes `frames` to `path` as a pcap of Ethernet frames.
+pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    // Magic, version 2.4, zone, accuracy, snap length 262144, link type 1 (Ethernet).
+    let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    pcap.extend_from_slice(&[0; 8]);
+    pcap.extend_from_slice(&262_144u32.to_le_bytes());
+    pcap.extend_from_slice(&1u32.to_le_bytes());
+    for f in frames {
+        let len = (f.len() as u32).to_le_bytes();
+        pcap.extend_from_slice(&[0; 8]);
+        pcap.extend_from_slice(&len);
+        pcap.extend_from_slice(&len);
+        pcap.extend_from_slice(f);
+    }
+    std::fs::write(path, pcap).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// One frame the engine delivered: its bytes (one contiguous frame), the input frames in it
+/// (indices) and what the engine said of it.
+#[derive(Debug)]
+pub struct Delivered {
+    /// The bytes, as one contiguous frame.
+    pub bytes: Vec<u8>,
+    /// The input frames in it, by index.
+    pub ids: Vec<usize>,
+    /// What the engine said of it.
+    pub info: SegmentInfo,
+}
+
+/// What an engine with the encapsulation `E` delivers for `frames` under `Config::gro()`
+/// with partial output checksums, flushed once at the end (after [`check::run`]'s checks).
+pub fn engine_gro<E: Encap>(frames: &[Vec<u8>]) -> Vec<Delivered> {
+    let config = Config::gro().with_checksum_out(OutChecksum::Partial);
+    let built = Built {
+        frames: frames
+            .iter()
+            .map(|b| Pushed::new(b.clone(), RxMeta::ethernet(0)))
+            .collect(),
+        steps: (0..frames.len())
+            .map(Step::Push)
+            .chain([Step::FlushAll])
+            .collect(),
+        truth: None,
+    };
+    let mut engine: Box<Engine<_, Sizes<64, 64>, E>> = Box::new(Engine::new(config));
+    let run = check::run(&mut *engine, &built, true);
+    run.rec
+        .out
+        .into_iter()
+        .map(|o| match o {
+            Out::Seg {
+                bytes, ids, info, ..
+            } => Delivered { bytes, ids, info },
+            Out::Rel(id) => panic!("frame {id} released under Gro"),
+        })
+        .collect()
+}
+
+/// The bytes of what the engine delivered.
+pub fn frames_of(out: &[Delivered]) -> Vec<Vec<u8>> {
+    out.iter().map(|d| d.bytes.clone()).collect()
+}
+
+/// Linux's GSO of every segment the engine merged (a forwarding stack would hand it to the
+/// kernel so) must give back the frames merged into it, byte for byte (DESIGN.md invariant
+/// 8 with Linux's segmentation in place of the engine's own). Left out: segments whose IPv4
+/// IDs were all equal and tunnelled ones (a `virtio_net_hdr` can ask for neither
+/// `SKB_GSO_TCP_FIXEDID` nor a tunnel's segmentation), and those with CWR (Linux's GSO
+/// without AccECN keeps it on the first segment only). Returns how many segments were
+/// checked.
+pub fn gso_gives_back(
+    kernel: &Kernel,
+    input: &[Vec<u8>],
+    out: &[Delivered],
+) -> Result<usize, String> {
+    let mut checked = 0;
+    for d in out {
+        let (l3, l4) = (d.info.l3 as usize, d.info.l4 as usize);
+        let cwr = d.bytes.get(l4 + 13).is_some_and(|f| f & TCP_CWR != 0);
+        if d.info.gso_segs < 2 || d.info.fixed_id || cwr || d.info.tunnel.is_some() {
+            continue;
+        }
+        let gso = Gso {
+            v6: d.bytes[l3] >> 4 == 6,
+            l4: l4 as u16,
+            header_len: (d.info.len - d.info.payload_len as usize) as u16,
+            size: d.info.gso_size,
+        };
+        let want: Vec<Vec<u8>> = d.ids.iter().map(|&i| input[i].clone()).collect();
+        let got = kernel.gso(&d.bytes, &gso, want.len())?;
+        if got != want {
+            let list = |v: &[Vec<u8>]| v.iter().map(|f| f.len().to_string()).collect::<Vec<_>>();
+            let mut s = format!(
+                "Linux's GSO of a segment of {} frames ({gso:?}) gave {:?}, not the frames {:?}\n",
+                want.len(),
+                list(&got),
+                list(&want)
+            );
+            if let Some((a, b)) = got.iter().zip(&want).find(|(a, b)| a != b) {
+                if let Some(at) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+                    s += &format!(
+                        "first difference: byte {at}: linux {:#04x}, the frame {:#04x}\n",
+                        a[at], b[at]
+                    );
+                }
+            }
+            return Err(s);
+        }
+        checked += 1;
+    }
+    Ok(checked)
+}
+
+/// Frames by flow (the reference reader's identity, through GRE too; `None` for what is not
+/// TCP), each flow's frames sorted: the multiset compared.
+pub fn by_flow(frames: &[Vec<u8>]) -> BTreeMap<Option<String>, Vec<Vec<u8>>> {
+    let mut flows: BTreeMap<Option<String>, Vec<Vec<u8>>> = BTreeMap::new();
+    for f in frames {
+        let id: Option<Identity> = oracle::tcp_of_gre(f, &RxMeta::ethernet(0)).map(|t| t.id);
+        flows
+            .entry(id.map(|i| format!("{i:?}")))
+            .or_default()
+            .push(f.clone());
+    }
+    flows.values_mut().for_each(|v| v.sort());
+    flows
+}
+
+/// A readable account of a difference: per flow, each side's frames as (length, TCP sequence
+/// number) in arrival order.
+pub fn describe(input: &[Vec<u8>], kernel: &[Vec<u8>], ours: &[Vec<u8>]) -> String {
+    let seq = |f: &Vec<u8>| match oracle::tcp_of_gre(f, &RxMeta::ethernet(0)) {
+        Some(t) => format!("{}@{}", f.len(), t.seq),
+        None => format!("{}", f.len()),
+    };
+    let list = |v: &[Vec<u8>]| v.iter().map(seq).collect::<Vec<_>>().join(" ");
+    let (k, o) = (by_flow(kernel), by_flow(ours));
+    let mut s = format!("input: {}\n", list(input));
+    for key in k
+        .keys()
+        .chain(o.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let (kf, of) = (k.get(key), o.get(key));
+        if kf != of {
+            let (kf, of) = (kf.map_or(&[][..], |v| v), of.map_or(&[][..], |v| v));
+            s += &format!(
+                "flow {}:\n  linux: {}\n  lro:   {}\n",
+                key.as_deref().unwrap_or("(not TCP)"),
+                list(kf),
+                list(of)
+            );
+            // The same frames by length and sequence number: say which bytes differ.
+            if let Some((a, b)) = kf.iter().zip(of).find(|(a, b)| a != b) {
+                if let Some(at) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+                    s += &format!(
+                        "  first difference: frame {}, byte {at}: linux {:#04x}, lro {:#04x}\n",
+                        seq(a),
+                        a[at],
+                        b[at]
+                    );
+                }
+            }
+        }
+    }
+    s
+}
