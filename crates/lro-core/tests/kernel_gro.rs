@@ -48,9 +48,10 @@
 use lro_core::encap::NoEncap;
 use lro_core::testing::{FrameSpec, TCP_ACK, TCP_CWR, TPID_8021Q};
 use lro_testkit::kernel::{
-    by_flow, describe, engine_gro, frames_of, gso_gives_back, Kernel, BATCH,
+    by_flow, describe, engine_gro, frames_of, gso_gives_back, poll_step, wire_batch, wire_seed,
+    Kernel, BATCH,
 };
-use lro_testkit::scenario::{FlowSeed, Knobs, Scenario, Step};
+use lro_testkit::scenario::{FlowSeed, Step};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
 use std::cell::Cell;
@@ -114,66 +115,24 @@ impl Rules {
     }
 }
 
-/// A flow seed whose link layer is Ethernet: untagged, or with `vlan`, also with its tags in
-/// the frame (one 802.1Q tag, or 802.1ad over 802.1Q).
+/// A flow seed over Ethernet: untagged, or with `vlan`, also with its tags in the frame (one
+/// 802.1Q tag, or 802.1ad over 802.1Q).
 fn seed(vlan: bool) -> impl Strategy<Value = FlowSeed> {
     let links: u8 = if vlan { 3 } else { 1 };
-    (any::<u8>(), any::<u8>(), any::<u32>(), 0..links).prop_map(|(shape, twin, misc, link)| {
-        // Bits 1 to 3 of the shape choose the link layer with the others (`built::link_shape`,
-        // modulo 6): pick the value that makes it `link`.
-        let shape = (0u8..8)
-            .map(|k| (shape & !0x0e) | (k << 1))
-            .find(|s| (s >> 1) % 6 == link)
-            .expect("eight consecutive values cover every remainder modulo 6");
-        FlowSeed { shape, twin, misc }
-    })
+    (any::<u8>(), any::<u8>(), any::<u32>(), 0..links)
+        .prop_map(|(shape, twin, misc, link)| wire_seed(shape, twin, misc, link))
 }
 
 /// A step with no flush point (the batch is one poll).
 fn step() -> impl Strategy<Value = Step> {
-    (any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>(), 0u8..16).prop_map(
-        |(flow, kind, a, m, t)| Step {
-            flow,
-            kind,
-            a,
-            m,
-            t: 0x30 | t,
-        },
+    (
+        any::<u8>(),
+        any::<u8>(),
+        any::<u16>(),
+        any::<u8>(),
+        any::<u8>(),
     )
-}
-
-/// The batch of a generated scenario: its frames, less those Linux does not offer to TCP GRO
-/// (see the module documentation); without CWR unless the kernel has the CWR rule the engine
-/// follows.
-fn batch(seeds: &[FlowSeed], steps: &[Step], rules: &Rules) -> Vec<Vec<u8>> {
-    let knobs = Knobs {
-        gro: true,
-        partial: true,
-        verify: true,
-        max_ip: 0,
-        hash_mode: 0,
-        timers: false,
-        small: false,
-        raw_twin: false,
-        truncate: false,
-        dup_mode: 0,
-        verified: false,
-    };
-    // The generator's step kind 91 turns CWR on or off for the frames that follow.
-    let steps: Vec<Step> = steps
-        .iter()
-        .filter(|s| rules.cwr || s.kind % 100 != 91)
-        .copied()
-        .collect();
-    let sc = Scenario::build(knobs, seeds, &steps);
-    sc.inputs()
-        .iter()
-        // A twin that differs from its flow by a tag the NIC stripped exists only as
-        // metadata: not on a wire.
-        .filter(|i| i.meta.vlan_stripped.is_none())
-        .filter(|i| !(i.corrupt || i.ip_opts || i.fragment))
-        .map(|i| i.bytes.clone())
-        .collect()
+        .prop_map(|(flow, kind, a, m, t)| poll_step(flow, kind, a, m, t))
 }
 
 #[test]
@@ -228,7 +187,10 @@ fn gro_policy_makes_the_frames_linux_gro_makes() {
         proptest::collection::vec(step(), 1..=BATCH),
     );
     let result = runner.run(&strategy, |(seeds, steps)| {
-        let input = batch(&seeds, &steps, &rules);
+        let input: Vec<Vec<u8>> = wire_batch(&seeds, &steps, rules.cwr)
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect();
         let out = engine_gro::<NoEncap>(&input);
         let ours = frames_of(&out);
         kernel.agrees(&input, &ours).map_err(TestCaseError::fail)?;

@@ -22,6 +22,7 @@ use crate::built::{Built, Pushed, Step};
 use crate::check;
 use crate::frame::Out;
 use crate::oracle::{self, Identity};
+use crate::scenario::{FlowSeed, Knobs, Scenario, Step as ScenarioStep};
 use crate::sys::{self, Cleanup, Gso, PacketSocket};
 use lro_core::encap::Encap;
 use lro_core::testing::TCP_CWR;
@@ -377,4 +378,66 @@ pub fn describe(input: &[Vec<u8>], kernel: &[Vec<u8>], ours: &[Vec<u8>]) -> Stri
         }
     }
     s
+}
+
+/// A flow seed of the scenario generator ([`crate::scenario`]) whose link layer a wire can
+/// carry: `link` 0 untagged Ethernet, 1 one 802.1Q tag, 2 802.1ad over 802.1Q (the other
+/// bits as given).
+pub fn wire_seed(shape: u8, twin: u8, misc: u32, link: u8) -> FlowSeed {
+    // Bits 1 to 3 of the shape choose the link layer with the others (`built::link_shape`,
+    // modulo 6): pick the value that makes it `link`.
+    let shape = (0u8..8)
+        .map(|k| (shape & !0x0e) | (k << 1))
+        .find(|s| (s >> 1) % 6 == link % 3)
+        .expect("eight consecutive values cover every remainder modulo 6");
+    FlowSeed { shape, twin, misc }
+}
+
+/// A scenario step with no flush point (the batch is one poll); `t` picks the clock step.
+pub fn poll_step(flow: u8, kind: u8, a: u16, m: u8, t: u8) -> ScenarioStep {
+    ScenarioStep {
+        flow,
+        kind,
+        a,
+        m,
+        t: 0x30 | (t & 0x0f),
+    }
+}
+
+/// The frames of a generated scenario (`Gro`, software checksums) with the flow each belongs
+/// to, less what the comparisons with Linux leave out: frames Linux does not offer to TCP GRO
+/// (a bad checksum, IPv4 options, a fragment: Linux keeps the flow's segment open across them,
+/// the engine delivers it first, DESIGN.md invariant 2), a twin that differs only by a tag
+/// the NIC stripped (metadata, not on a wire), and, unless `cwr`, CWR (the generator's step
+/// kind 91 turns it on or off).
+pub fn wire_batch(
+    seeds: &[FlowSeed],
+    steps: &[ScenarioStep],
+    cwr: bool,
+) -> Vec<(Option<usize>, Vec<u8>)> {
+    let knobs = Knobs {
+        gro: true,
+        partial: true,
+        verify: true,
+        max_ip: 0,
+        hash_mode: 0,
+        timers: false,
+        small: false,
+        raw_twin: false,
+        truncate: false,
+        dup_mode: 0,
+        verified: false,
+    };
+    let steps: Vec<ScenarioStep> = steps
+        .iter()
+        .filter(|s| cwr || s.kind % 100 != 91)
+        .copied()
+        .collect();
+    let sc = Scenario::build(knobs, seeds, &steps);
+    sc.inputs()
+        .iter()
+        .filter(|i| i.meta.vlan_stripped.is_none())
+        .filter(|i| !(i.corrupt || i.ip_opts || i.fragment))
+        .map(|i| (i.flow, i.bytes.clone()))
+        .collect()
 }
