@@ -17,7 +17,10 @@
 //!   fragment) up at once, ahead of a segment its flow holds, and keeps that segment open, so
 //!   a later frame (a pure ACK's successor, a retransmission) can still join it. The engine
 //!   delivers the held segment first (DESIGN.md invariant 2: a non-mergeable frame of a flow
-//!   is preceded by that flow's held segment). Such frames are left out.
+//!   is preceded by that flow's held segment). Such frames are left out, and so are IPv6
+//!   frames whose extension headers differ from their flow's: to Linux another flow, across
+//!   which it keeps the segment open (`ipv6_gro_receive` compares the headers' length and
+//!   bytes), to the engine a non-mergeable frame of the same flow.
 //! - Before its 2026 AccECN change, Linux flushes on every frame with CWR; since, only a
 //!   change of CWR flushes, and the engine follows that. A probe finds which rule the running
 //!   kernel has; under the old one, frames with CWR are left out.

@@ -407,9 +407,10 @@ pub fn poll_step(flow: u8, kind: u8, a: u16, m: u8, t: u8) -> ScenarioStep {
 /// The frames of a generated scenario (`Gro`, software checksums) with the flow each belongs
 /// to, less what the comparisons with Linux leave out: frames Linux does not offer to TCP GRO
 /// (a bad checksum, IPv4 options, a fragment: Linux keeps the flow's segment open across them,
-/// the engine delivers it first, DESIGN.md invariant 2), a twin that differs only by a tag
-/// the NIC stripped (metadata, not on a wire), and, unless `cwr`, CWR (the generator's step
-/// kind 91 turns it on or off).
+/// the engine delivers it first, DESIGN.md invariant 2; the same for an IPv6 frame whose
+/// extension headers differ from its flow's, another flow to Linux), a twin that differs only
+/// by a tag the NIC stripped (metadata, not on a wire), and, unless `cwr`, CWR (the
+/// generator's step kind 91 turns it on or off).
 pub fn wire_batch(
     seeds: &[FlowSeed],
     steps: &[ScenarioStep],
@@ -434,10 +435,19 @@ pub fn wire_batch(
         .copied()
         .collect();
     let sc = Scenario::build(knobs, seeds, &steps);
+    // Each flow's IP header length (IPv6 extension headers included), from its first frame.
+    let mut ip_len: BTreeMap<usize, usize> = BTreeMap::new();
     sc.inputs()
         .iter()
         .filter(|i| i.meta.vlan_stripped.is_none())
         .filter(|i| !(i.corrupt || i.ip_opts || i.fragment))
+        // Linux counts an IPv6 frame whose extension headers differ from its flow's as
+        // another flow and keeps the flow's segment open across it; the engine, for which
+        // it is the same flow, delivers the segment first (invariant 2).
+        .filter(|i| match i.flow {
+            Some(f) => *ip_len.entry(f).or_insert(i.l4 - i.l3) == i.l4 - i.l3,
+            None => true,
+        })
         .map(|i| (i.flow, i.bytes.clone()))
         .collect()
 }
