@@ -22,6 +22,14 @@
 //! (`skb_gro_receive`); FreeBSD `sys/netinet/tcp_lro.c` (`tcp_lro_rx_ipv4`,
 //! `tcp_lro_condense`); the first seed (Myri10GE's `inet_lro` patch: pure-ACK merging,
 //! checksum-neutral padding); RFC 5681 (duplicate ACKs), RFC 7323 (PAWS).
+//!
+//! Where `Gro` and Linux part on purpose (`tests/kernel_gro.rs` compares the two on the running
+//! kernel, byte for byte, and leaves these cases out): a frame Linux does not offer to TCP GRO
+//! (a bad checksum, IPv4 options, a fragment) and an IPv6 frame whose extension headers differ
+//! from its flow's (another flow to Linux) go up there while the flow's segment stays open,
+//! so a later frame can still join it; here such a frame belongs to the flow and its held
+//! segment is delivered first (DESIGN.md invariant 2: a flow's frames come out in order). And
+//! CWR follows Linux's 2026 rule (only a change flushes), which kernels before it do not have.
 
 use super::storage::{FlowState, IpHeld};
 use super::{Config, Policy};
@@ -386,7 +394,9 @@ pub(crate) fn ip_fields(e: &FlowState, f: &impl Facts) -> Result<(), FlushReason
 }
 
 /// Linux `ipv6_gro_receive`: extension headers must be byte-identical
-/// (`memcmp(iph + 1, iph2 + 1, nlen - sizeof(struct ipv6hdr))`).
+/// (`memcmp(iph + 1, iph2 + 1, nlen - sizeof(struct ipv6hdr))`). Linux then holds the frame
+/// as another flow, leaving the segment open; here it ends the segment (see the module
+/// documentation).
 #[inline(always)]
 pub(crate) fn extensions(f: &impl Facts) -> Result<(), FlushReason> {
     if !f.extensions_equal() {
