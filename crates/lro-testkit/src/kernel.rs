@@ -49,7 +49,8 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// The namespace (named after `tag`) and veth pair, or why they cannot be made here.
+    /// The namespace (named after `tag`) and its two veth pairs, or why they cannot be made
+    /// here.
     /// Moves the calling thread into the namespace.
     pub fn new(tag: &str) -> Result<Self, String> {
         if let Some(why) = sys::not_root("namespaces, veth, AF_PACKET") {
