@@ -448,10 +448,13 @@ fn build_frame(
             len = 0;
         }
         72..=78 => len = 0,
-        79..=80 => {
+        // A window update: on a pure ACK, or on a data frame (which `Gro` must not merge
+        // into a segment of the old window; `Lro` merges it, the newest window winning).
+        79 => {
             st.window = st.window.wrapping_add(1 + (a % 2000) as u16);
             len = 0;
         }
+        80 => st.window = st.window.wrapping_add(1 + (a % 2000) as u16),
         81..=82 => {
             seq = seq.wrapping_add(1 + a % 5000);
             st.seq = seq;
