@@ -452,3 +452,20 @@ pub fn wire_batch(
         .map(|i| (i.flow, i.bytes.clone()))
         .collect()
 }
+
+/// The number in the environment variable `name`, or `default` when it is unset or not a
+/// number (the kernel tests' `LRO_KERNEL_GRO_CASES` and `LRO_KERNEL_GRO_SEED`).
+pub fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A 32-byte RNG seed (proptest's ChaCha `TestRng::from_seed`) made from `seed`: the same
+/// batches every run for the same number.
+pub fn rng_seed(seed: u64) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    key
+}
