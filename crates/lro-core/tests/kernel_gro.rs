@@ -9,7 +9,8 @@
 //! test's own, each batch put into one NAPI poll, and a second pair through which the kernel
 //! segments in software (its module documentation says how). The engine's side: the same
 //! frames, pushed with no checksum metadata (the kernel verifies in software as well), then
-//! `flush_all`, with `Config::gro()` and `OutChecksum::Partial`.
+//! `flush_all`, with `Config::gro()` and `OutChecksum::Partial`; and again with the frames
+//! hardware-verified and with CHECKSUM_COMPLETE sums, which must change nothing.
 //!
 //! What is compared: per flow, the multiset of frames that came out. Two differences are
 //! deliberate, and the batches leave out the frames that would show them:
