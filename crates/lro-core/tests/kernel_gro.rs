@@ -141,12 +141,8 @@ fn step() -> impl Strategy<Value = Step> {
 
 #[test]
 fn gro_policy_makes_the_frames_linux_gro_makes() {
-    let kernel = match Kernel::new("gen") {
-        Ok(k) => k,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(kernel) = Kernel::or_skip("gen") else {
+        return;
     };
     let rules = Rules::probe(&kernel).unwrap_or_else(|e| panic!("{e}"));
     println!(
@@ -235,12 +231,8 @@ fn capture(name: &str) -> Vec<Vec<u8>> {
 /// `LRO_KERNEL_GRO_FULL=1`, and any Ethernet pcap named by `LRO_KERNEL_GRO_PCAP`.
 #[test]
 fn gro_policy_makes_the_frames_linux_gro_makes_of_real_traffic() {
-    let kernel = match Kernel::new("cap") {
-        Ok(k) => k,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(kernel) = Kernel::or_skip("cap") else {
+        return;
     };
     let full = std::env::var_os("LRO_KERNEL_GRO_FULL").is_some();
     let mut captures: Vec<(String, Vec<Vec<u8>>, usize)> = [

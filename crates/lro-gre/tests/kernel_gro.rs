@@ -172,12 +172,8 @@ fn kernel_compares_keys(kernel: &Kernel) -> Result<bool, String> {
 
 #[test]
 fn gre_gro_makes_the_frames_linux_gre_gro_makes() {
-    let kernel = match Kernel::new("gre") {
-        Ok(k) => k,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(kernel) = Kernel::or_skip("gre") else {
+        return;
     };
     // The engine's configuration is what `engine_gro` builds; this says so here.
     let config = Config::gro().with_checksum_out(OutChecksum::Partial);
@@ -322,12 +318,8 @@ fn wrap_batch(
 /// (`LRO_KERNEL_GRO_CASES`, `LRO_KERNEL_GRO_SEED`).
 #[test]
 fn gre_gro_makes_the_frames_linux_gre_gro_makes_of_generated_traffic() {
-    let kernel = match Kernel::new("gre-gen") {
-        Ok(k) => k,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(kernel) = Kernel::or_skip("gre-gen") else {
+        return;
     };
     let cases = setting("LRO_KERNEL_GRO_CASES", 32) as u32;
     let key = rng_seed(setting("LRO_KERNEL_GRO_SEED", 0x6c72_6f2d_6772_6567));

@@ -1,7 +1,7 @@
 //! A tolerant pcap / pcapng reader for tests that replay captures, the hostile ones of the
 //! tcpdump test corpus among them: it never panics and stops at the first record that does not
 //! fit the file. The CLI has its own strict reader (`src/capture.rs`), which reports errors;
-//! this one only collects what is there.
+//! this one only collects what is there. And [`pcap`], the writer of what tests dump.
 
 /// `(link type, frame)` of every record of a pcap (either byte order, micro- or nanosecond) or
 /// pcapng file; `None` for a file that is neither. A truncated or corrupt file yields the
@@ -85,24 +85,28 @@ fn read_pcapng(data: &[u8]) -> Vec<(u32, Vec<u8>)> {
     out
 }
 
+/// A little-endian pcap (microseconds, snap length 262,144, every timestamp zero) of `frames`
+/// with link type `link`: what a test writes out for a person to open in Wireshark, and what
+/// [`read`] reads back.
+pub fn pcap(link: u32, frames: &[impl AsRef<[u8]>]) -> Vec<u8> {
+    let mut f = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(&262_144u32.to_le_bytes());
+    f.extend_from_slice(&link.to_le_bytes());
+    for fr in frames {
+        let fr = fr.as_ref();
+        let len = (fr.len() as u32).to_le_bytes();
+        f.extend_from_slice(&[0; 8]);
+        f.extend_from_slice(&len);
+        f.extend_from_slice(&len);
+        f.extend_from_slice(fr);
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
-    use super::read;
-
-    /// A little-endian pcap of `frames` with link type `link`.
-    fn pcap(link: u32, frames: &[&[u8]]) -> Vec<u8> {
-        let mut f = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
-        f.extend_from_slice(&[0; 8]);
-        f.extend_from_slice(&65535u32.to_le_bytes());
-        f.extend_from_slice(&link.to_le_bytes());
-        for fr in frames {
-            f.extend_from_slice(&[0; 8]);
-            f.extend_from_slice(&(fr.len() as u32).to_le_bytes());
-            f.extend_from_slice(&(fr.len() as u32).to_le_bytes());
-            f.extend_from_slice(fr);
-        }
-        f
-    }
+    use super::{pcap, read};
 
     /// A little-endian pcapng: a section header, one interface of `link`, `frames` as
     /// enhanced packet blocks.

@@ -19,6 +19,7 @@
 //! kernel flushes its flows in an order of its own).
 
 use crate::built::{Built, Pushed, Step};
+use crate::capture;
 use crate::check;
 use crate::frame::Out;
 use crate::oracle::{self, Identity};
@@ -110,6 +111,13 @@ impl Kernel {
             gso_rx,
             _cleanup: cleanup,
         })
+    }
+
+    /// [`Kernel::new`] for a test, or `None` after printing why the test is skipped.
+    pub fn or_skip(tag: &str) -> Option<Self> {
+        Self::new(tag)
+            .map_err(|why| println!("skipped: {why}"))
+            .ok()
     }
 
     /// What the kernel's GRO makes of `frames` (at most [`BATCH`]), in the order the tap saw:
@@ -215,19 +223,18 @@ impl Kernel {
 
 /// Writes `frames` to `path` as a pcap of Ethernet frames.
 pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
-    // Magic, version 2.4, zone, accuracy, snap length 262144, link type 1 (Ethernet).
-    let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
-    pcap.extend_from_slice(&[0; 8]);
-    pcap.extend_from_slice(&262_144u32.to_le_bytes());
-    pcap.extend_from_slice(&1u32.to_le_bytes());
-    for f in frames {
-        let len = (f.len() as u32).to_le_bytes();
-        pcap.extend_from_slice(&[0; 8]);
-        pcap.extend_from_slice(&len);
-        pcap.extend_from_slice(&len);
-        pcap.extend_from_slice(f);
-    }
-    std::fs::write(path, pcap).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::fs::write(path, capture::pcap(1, frames))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// Where Linux's frame `linux` and the frame `other` (named `name`) first differ, as a line
+/// of a report, `what` saying which frame it is (`None` when one is a prefix of the other).
+fn first_difference(linux: &[u8], other: &[u8], name: &str, what: &str) -> Option<String> {
+    let at = (0..linux.len().min(other.len())).find(|&i| linux[i] != other[i])?;
+    Some(format!(
+        "first difference: {what}byte {at}: linux {:#04x}, {name} {:#04x}\n",
+        linux[at], other[at]
+    ))
 }
 
 /// One frame the engine delivered: its bytes (one contiguous frame), the input frames in it
@@ -345,12 +352,7 @@ pub fn gso_gives_back(
                 list(&want)
             );
             if let Some((a, b)) = got.iter().zip(&want).find(|(a, b)| a != b) {
-                if let Some(at) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
-                    s += &format!(
-                        "first difference: byte {at}: linux {:#04x}, the frame {:#04x}\n",
-                        a[at], b[at]
-                    );
-                }
+                s += &first_difference(a, b, "the frame", "").unwrap_or_default();
             }
             return Err(s);
         }
@@ -400,14 +402,9 @@ pub fn describe(input: &[Vec<u8>], kernel: &[Vec<u8>], ours: &[Vec<u8>]) -> Stri
             );
             // The same frames by length and sequence number: say which bytes differ.
             if let Some((a, b)) = kf.iter().zip(of).find(|(a, b)| a != b) {
-                if let Some(at) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
-                    s += &format!(
-                        "  first difference: frame {}, byte {at}: linux {:#04x}, lro {:#04x}\n",
-                        seq(a),
-                        a[at],
-                        b[at]
-                    );
-                }
+                let what = format!("frame {}, ", seq(a));
+                s += &first_difference(a, b, "lro", &what)
+                    .map_or(String::new(), |l| format!("  {l}"));
             }
         }
     }

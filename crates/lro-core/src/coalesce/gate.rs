@@ -172,6 +172,7 @@ mod tests {
         g.burst_end(20, 0);
         assert!(!g.open(), "20 frames, none predicted, since the reset");
     }
+
     #[test]
     fn the_bypass_gate_pauses_only_where_nothing_merged() {
         // One merge in 32 frames is enough to keep coalescing on; none is not.

@@ -130,9 +130,10 @@ pub struct Config {
     /// fewer than one in 32 of them merged into a segment (appended or absorbed), the next
     /// burst's frames pass through unparsed and unheld ([`PassReason::Bypassed`]), and
     /// coalescing is tried again after each such pause, which doubles (up to 16 bursts) while
-    /// the bursts it is tried in stay poor. For traffic in which frames rarely find another of their flow
-    /// (many request-response flows, each sending a frame at a time), where coalescing would
-    /// cost the parser, the lookup, a held entry and a delivery per frame for no merge.
+    /// the bursts it is tried in stay poor. For traffic in which frames rarely find another of
+    /// their flow (many request-response flows, each sending a frame at a time), where
+    /// coalescing would cost the parser, the lookup, a held entry and a delivery per frame for
+    /// no merge.
     ///
     /// What it changes: merges a paused burst would have found are not made (at most 16
     /// bursts after traffic turns mergeable); bypassed frames are not parsed, so they count in
