@@ -21,6 +21,10 @@ pub struct Run {
     /// Per frame id, for scenarios with generator ground truth ([`Built::truth`]): a duplicate
     /// ACK of an ACK whose frame the engine still held for the flow when it was pushed.
     pub dup_known: Vec<bool>,
+    /// Per entry of `rec.out`, how many steps had run when the sink saw it: `k + 1` for an
+    /// output during step `k` (counted from 0), one more than the steps for the teardown
+    /// flush. Empty for a run made elsewhere.
+    pub steps_done: Vec<usize>,
 }
 
 /// Runs the steps on `engine`, then a final `flush_all` (teardown): nothing may stay held and
@@ -36,7 +40,8 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
     let mut emitted_ids = vec![false; n];
     let mut dup_known = vec![false; n];
     let mut pushes = 0u64;
-    for step in &built.steps {
+    let mut steps_done = Vec::new();
+    for (k, step) in built.steps.iter().enumerate() {
         let before = rec.out.len();
         match *step {
             Step::Push(id) => {
@@ -80,8 +85,10 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
                 ids.iter().for_each(|&i| emitted_ids[i] = true);
             }
         }
+        steps_done.resize(rec.out.len(), k + 1);
     }
     engine.flush_all(&mut rec);
+    steps_done.resize(rec.out.len(), built.steps.len() + 1);
     assert_eq!(engine.held_frames(), 0, "frames still held after flush_all");
     let s = engine.stats();
     assert!(s.is_conserved(), "stats not conserved: {s:?}");
@@ -92,6 +99,7 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
         rec,
         verdicts: out,
         dup_known,
+        steps_done,
     }
 }
 

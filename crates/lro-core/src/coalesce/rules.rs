@@ -30,6 +30,9 @@
 //! so a later frame can still join it; here such a frame belongs to the flow and its held
 //! segment is delivered first (DESIGN.md invariant 2: a flow's frames come out in order). And
 //! CWR follows Linux's 2026 rule (only a change flushes), which kernels before it do not have.
+//! Not a rule but a capacity: Linux holds at most 8 segments per GRO hash bucket
+//! (`MAX_GRO_SKBS`) and completes the oldest for a ninth, whatever its flow; the engine holds
+//! as many as its flow table has entries.
 
 use super::storage::{FlowState, IpHeld};
 use super::{Config, Policy};

@@ -60,6 +60,7 @@ pub fn check(inputs: &[Input], ops: &[Op], config: &Config, rec: &Recorder) -> R
         rec: rec.clone(),
         verdicts: Vec::new(),
         dup_known: Vec::new(),
+        steps_done: Vec::new(),
     };
     check::catch(|| check::check(&built(inputs, ops), config, usize::MAX, &run, &|_| true))
 }
