@@ -250,6 +250,13 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
             s.trimmed, s.evictions
         );
     }
+    if s.forgotten > 0 {
+        let _ = writeln!(
+            t,
+            "forgotten    {} flows lost their table entry to make room: fewer entries ({}) than active flows (`--flows` sets them)",
+            s.forgotten, info.flows
+        );
+    }
     if s.predicted > 0 {
         let _ = writeln!(
             t,
@@ -338,6 +345,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "absorbed": s.absorbed,
         "trimmed": s.trimmed,
         "evictions": s.evictions,
+        "forgotten": s.forgotten,
         "predicted": s.predicted,
         "prediction_paused": s.prediction_paused,
         "bypassed_bursts": s.bypassed_bursts,

@@ -209,7 +209,7 @@ fn check_counts(v: &Value, input_frames: usize, output: Option<&Pcap>) {
         "every delivered frame has one reason"
     );
     assert!(u(v, "coalesced") <= frames_out);
-    for f in ["acks_merged", "trimmed", "evictions"] {
+    for f in ["acks_merged", "trimmed", "evictions", "forgotten"] {
         let _ = u(v, f);
     }
     let (data_in, data_out) = (u(v, "data_frames_in"), u(v, "data_frames_out"));

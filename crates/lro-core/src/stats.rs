@@ -262,6 +262,13 @@ pub struct Stats {
     pub trimmed: u64,
     /// Flows evicted because the table was full (also counted in `flushes`).
     pub evictions: u64,
+    /// Flows forgotten to make room: the table had no free entry, so a flow's entry (with
+    /// its state and header prediction's template) went to another flow. The flow's next
+    /// frame takes the parser and the flow lookup again. Those that were holding a segment
+    /// are counted in `evictions` too. Many of them, against `frames_in`, mean the table has
+    /// fewer entries than the traffic has active flows (each direction of a connection is
+    /// one): a larger one ([`Sizes`](crate::Sizes)) keeps them.
+    pub forgotten: u64,
     /// Frames header prediction took ([`Config::header_prediction`](crate::Config)), without
     /// the parser and the flow lookup: appended, absorbed, starting their flow's next segment,
     /// or passed alone (a pure ACK under `Gro`; a SACK pure ACK read as a variant of its
@@ -304,6 +311,7 @@ impl Stats {
             absorbed: 0,
             trimmed: 0,
             evictions: 0,
+            forgotten: 0,
             predicted: 0,
             prediction_paused: 0,
             bypassed_bursts: 0,
@@ -342,6 +350,7 @@ impl Stats {
         self.absorbed += other.absorbed;
         self.trimmed += other.trimmed;
         self.evictions += other.evictions;
+        self.forgotten += other.forgotten;
         self.predicted += other.predicted;
         self.prediction_paused += other.prediction_paused;
         self.bypassed_bursts += other.bypassed_bursts;

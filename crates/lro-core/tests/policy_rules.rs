@@ -2135,6 +2135,7 @@ fn r17_eviction_least_recently_active() {
         h.expect(&flows[4].data(0), Verdict::Held);
         h.expect(&flows[5].data(0), Verdict::Held);
         assert_eq!(h.stats().evictions, 2);
+        assert_eq!(h.stats().forgotten, 2, "{}", h.ctx);
         h.finish();
         let sports: Vec<u16> = (0..h.rec.out.len()).map(|i| h.view(i).sport).collect();
         assert_eq!(sports[..2], [40001, 40002], "{}", h.ctx);
@@ -2145,6 +2146,37 @@ fn r17_eviction_least_recently_active() {
             &[],
         );
         assert_eq!(h.stats().evictions, 2);
+    }
+}
+
+#[test]
+fn r17_idle_entries_reused_are_counted_as_forgotten() {
+    for c in matrix(&IPS, &BOTH) {
+        let mut h = H::<4, 8>::new(c.cfg(), format!("{c} forgotten"));
+        let flows: Vec<Seg> = (0..6u16)
+            .map(|k| c.base().with(|s| s.sport = 40000 + k))
+            .collect();
+        for f in &flows[..4] {
+            h.expect(&f.data(0), Verdict::Held);
+        }
+        h.c.flush_all(&mut h.rec);
+        // Four fresh entries, then idle ones: flows 4 and 5 take those of flows 0 and 1
+        // (delivered longest ago), which held nothing, so nothing is evicted.
+        assert_eq!(h.stats().forgotten, 0, "{}", h.ctx);
+        h.expect(&flows[4].data(0), Verdict::Held);
+        h.expect(&flows[5].data(0), Verdict::Held);
+        assert_eq!(
+            (h.stats().forgotten, h.stats().evictions),
+            (2, 0),
+            "{}",
+            h.ctx
+        );
+        // Flow 2 kept its entry (and starts where it left off); flow 0 has to take one.
+        h.expect(&flows[2].data(1), Verdict::Held);
+        assert_eq!(h.stats().forgotten, 2, "{}", h.ctx);
+        h.expect(&flows[0].data(1), Verdict::Held);
+        assert_eq!(h.stats().forgotten, 3, "{}", h.ctx);
+        h.finish();
     }
 }
 

@@ -1375,9 +1375,11 @@ where
             mut index, flows, ..
         } = self.store.parts();
         let reusable = |slot: u16| reuse && flows[usize::from(slot)].ack_only;
+        let fresh = index.has_fresh();
         let Some(slot) = index.insert_idle(inc.hash, &inc.key, reusable) else {
             return;
         };
+        self.stats.forgotten += u64::from(!fresh);
         flows[usize::from(slot)].ack_only = true;
         self.adopt(slot, bytes, inc, meta);
         let shape = self.store.flows()[usize::from(slot)].tpl.layout();
@@ -1447,6 +1449,7 @@ where
                         self.flush_slot(oldest, FlushReason::Evicted, sink);
                     }
                 }
+                let fresh = self.store.parts().index.has_fresh();
                 let Some(slot) = self.store.parts().index.insert(inc.hash, &inc.key) else {
                     // Unreachable with at least one entry, but never lose a frame.
                     return self.deliver_alone(
@@ -1456,6 +1459,7 @@ where
                         sink,
                     );
                 };
+                self.stats.forgotten += u64::from(!fresh);
                 slot
             }
         };
