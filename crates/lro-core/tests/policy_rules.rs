@@ -2120,16 +2120,22 @@ fn r16_frame_limit() {
 
 // Rule 17: the flow table: eviction (least recently active first), idle timeout, max hold.
 
+/// A table of 4 entries holding the first data frame of each of the first 4 of 6 flows.
+fn four_of_six_held(c: &Case, what: &str) -> (H<4, 8>, Vec<Seg>) {
+    let mut h = H::<4, 8>::new(c.cfg(), format!("{c} {what}"));
+    let flows: Vec<Seg> = (0..6u16)
+        .map(|k| c.base().with(|s| s.sport = 40000 + k))
+        .collect();
+    for f in &flows[..4] {
+        h.expect(&f.data(0), Verdict::Held);
+    }
+    (h, flows)
+}
+
 #[test]
 fn r17_eviction_least_recently_active() {
     for c in matrix(&IPS, &BOTH) {
-        let mut h = H::<4, 8>::new(c.cfg(), format!("{c} eviction"));
-        let flows: Vec<Seg> = (0..6u16)
-            .map(|k| c.base().with(|s| s.sport = 40000 + k))
-            .collect();
-        for f in &flows[..4] {
-            h.expect(&f.data(0), Verdict::Held);
-        }
+        let (mut h, flows) = four_of_six_held(&c, "eviction");
         // Flow 0 becomes the most recently active: flow 1 is evicted first, then flow 2.
         h.expect(&flows[0].data(1), Verdict::Merged);
         h.expect(&flows[4].data(0), Verdict::Held);
@@ -2152,13 +2158,7 @@ fn r17_eviction_least_recently_active() {
 #[test]
 fn r17_idle_entries_reused_are_counted_as_forgotten() {
     for c in matrix(&IPS, &BOTH) {
-        let mut h = H::<4, 8>::new(c.cfg(), format!("{c} forgotten"));
-        let flows: Vec<Seg> = (0..6u16)
-            .map(|k| c.base().with(|s| s.sport = 40000 + k))
-            .collect();
-        for f in &flows[..4] {
-            h.expect(&f.data(0), Verdict::Held);
-        }
+        let (mut h, flows) = four_of_six_held(&c, "forgotten");
         h.c.flush_all(&mut h.rec);
         // Four fresh entries, then idle ones: flows 4 and 5 take those of flows 0 and 1
         // (delivered longest ago), which held nothing, so nothing is evicted.
