@@ -126,12 +126,18 @@ trait Timed<'a, const SLOT: usize> {
     fn check(&mut self, _: &Round) -> Result<()> {
         Ok(())
     }
+    /// Flows the coalescer forgot since the last call, its table having no free entry
+    /// (`Stats::forgotten`; the floor keeps none to forget).
+    fn forgotten(&mut self) -> u64 {
+        0
+    }
 }
 
-/// An engine, timed, with its segment count before the pass.
+/// An engine, timed, with its segment and forgotten-flow counts before the pass.
 struct Engine<'e, E> {
     engine: &'e mut E,
     segments: u64,
+    forgotten: u64,
 }
 
 impl<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>> Timed<'a, SLOT> for Engine<'_, E> {
@@ -159,6 +165,11 @@ impl<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>> Timed<'a, SLOT> for E
         );
         Ok(())
     }
+
+    fn forgotten(&mut self) -> u64 {
+        let now = self.engine.stats().forgotten;
+        now - std::mem::replace(&mut self.forgotten, now)
+    }
 }
 
 impl<'a, const SLOT: usize> Timed<'a, SLOT> for Floor<Frame<'a, SLOT>> {
@@ -183,6 +194,8 @@ struct Round {
     frames_in: u64,
     frames_out: u64,
     allocations: u64,
+    /// Flows forgotten in the pass (untimed; see [`Timed::forgotten`]).
+    forgotten: u64,
 }
 
 /// One full pass over `frames` in bursts; only the engine calls are timed.
@@ -221,6 +234,7 @@ fn round<'a, const SLOT: usize, T: Timed<'a, SLOT>>(
         frames_in: frames.len() as u64,
         frames_out: sink.segments,
         allocations,
+        forgotten: 0,
     })
 }
 
@@ -256,8 +270,12 @@ impl<'m, const SLOT: usize> WithEngine for Rounds<'_, '_, 'm, SLOT> {
     type Out = Result<Vec<Round>>;
 
     fn run<E: Coalescer<Frame<'m, SLOT>>>(self, engine: &mut E) -> Result<Vec<Round>> {
-        let segments = engine.stats().segments;
-        self.timed(&mut Engine { engine, segments })
+        let (segments, forgotten) = (engine.stats().segments, engine.stats().forgotten);
+        self.timed(&mut Engine {
+            engine,
+            segments,
+            forgotten,
+        })
     }
 }
 
@@ -268,7 +286,8 @@ impl<'m, const SLOT: usize> Rounds<'_, '_, 'm, SLOT> {
     fn timed<T: Timed<'m, SLOT>>(self, t: &mut T) -> Result<Vec<Round>> {
         let mut rounds = Vec::new();
         for i in 0..=self.rounds {
-            let r = round(t, self.frames, self.burst, self.pool, self.batch)?;
+            let mut r = round(t, self.frames, self.burst, self.pool, self.batch)?;
+            r.forgotten = t.forgotten();
             anyhow::ensure!(
                 t.held_frames() == 0 && self.pool.len() == self.burst,
                 "internal error: {} frames held after the flush, {} of {} buffers back",
@@ -427,6 +446,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             "ns_per_frame_best": best,
             "ns_per_frame_median": median,
             "allocations_timed": allocations,
+            "forgotten_per_pass": last.forgotten,
         });
         let _ = writeln!(t, "{v}");
     } else {
@@ -448,6 +468,13 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
             args.rounds
         );
         let _ = writeln!(t, "allocations in the timed region: {allocations}");
+        if last.forgotten > 0 {
+            let _ = writeln!(
+                t,
+                "forgotten: {} flows per pass lost their table entry to make room (fewer entries, {flows}, than active flows: `--flows` sets them), and their next frames took the parser",
+                last.forgotten
+            );
+        }
     }
     // A failure to write the report is an output error (exit status 4), naming stdout.
     crate::print_out(&t)

@@ -1459,6 +1459,64 @@ fn progress_bar_only_on_a_terminal_and_never_with_json() {
     assert!(!tty.contains("coalescing"), "a bar with --json: {tty:?}");
 }
 
+/// More flows than table entries: 128 flows of two frames each, every flow's first frame and
+/// then every flow's second, through 64 entries. `replay` and `bench` say how many flows lost
+/// their entry (and that `--flows` sets the table's size); through 256 entries, none.
+#[test]
+fn a_table_smaller_than_the_flows_is_reported_as_forgotten_flows() {
+    use lro_core::testing::{FrameSpec, TCP_ACK};
+    let dir = temp_dir("cli", "forgotten");
+    let payload = [0x42u8; 100];
+    let mut frames = Vec::new();
+    for round in 0..2u32 {
+        for flow in 0..128u16 {
+            let spec = FrameSpec::ipv4_tcp(10_000 + flow, 80)
+                .seq(1 + round * 100)
+                .ack(1)
+                .flags(TCP_ACK)
+                .payload(&payload);
+            let mut f = vec![0u8; spec.len()];
+            spec.write(&mut f).unwrap();
+            frames.push((
+                Duration::from_micros(u64::from(round * 128 + u32::from(flow))),
+                f,
+            ));
+        }
+    }
+    let path = dir.join("flows128.pcap");
+    write_pcap(&path, 1, &frames);
+    let p = path.to_str().unwrap();
+    // The first 64 flows take the 64 fresh entries; each later flow takes an idle one.
+    let replay = lro_json(&["replay", p, "--burst", "32"]);
+    assert_eq!(u(&replay, "forgotten"), 256 - 64);
+    let big = lro_json(&["replay", p, "--burst", "32", "--flows", "256"]);
+    assert_eq!(u(&big, "forgotten"), 0);
+    let text = lro_ok(&["replay", p, "--burst", "32"]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("forgotten "))
+        .unwrap_or_else(|| panic!("no forgotten line in:\n{text}"));
+    assert!(
+        line.contains("192 flows") && line.contains("--flows"),
+        "{line}"
+    );
+    // `bench`: per pass, once the table is full from the pass before.
+    let bench = lro_json(&["bench", p, "--burst", "32", "--rounds", "2"]);
+    assert_eq!(u(&bench, "forgotten_per_pass"), 256);
+    let big = lro_json(&[
+        "bench", p, "--burst", "32", "--rounds", "2", "--flows", "256",
+    ]);
+    assert_eq!(u(&big, "forgotten_per_pass"), 0);
+    let text = lro_ok(&["bench", p, "--burst", "32", "--rounds", "1"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("forgotten: 256 flows per pass") && l.contains("--flows")),
+        "{text}"
+    );
+    let text = lro_ok(&["bench", p, "--rounds", "1", "--flows", "256"]);
+    assert!(!text.lines().any(|l| l.starts_with("forgotten")), "{text}");
+}
+
 /// `--bypass` on traffic in which nothing can merge (128 flows interleaved frame by frame,
 /// bursts of 32): after the first burst, bursts pass through without coalescing, the report
 /// says so, and the output is the input, frame for frame; without it, the same output and no
