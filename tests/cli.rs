@@ -1459,30 +1459,38 @@ fn progress_bar_only_on_a_terminal_and_never_with_json() {
     assert!(!tty.contains("coalescing"), "a bar with --json: {tty:?}");
 }
 
+/// `flows` TCP flows interleaved frame by frame for `rounds` rounds (each flow's next data
+/// frame of 100 bytes per round), with the timestamp option or without, as pcap records.
+fn interleaved_flows(flows: u16, rounds: u32, timestamps: bool) -> Vec<(Duration, Vec<u8>)> {
+    use lro_core::testing::{FrameSpec, TCP_ACK};
+    let payload = [0x42u8; 100];
+    let mut frames = Vec::new();
+    for round in 0..rounds {
+        for flow in 0..flows {
+            let mut spec = FrameSpec::ipv4_tcp(10_000 + flow, 80)
+                .seq(1 + round * 100)
+                .ack(1)
+                .flags(TCP_ACK)
+                .payload(&payload);
+            if timestamps {
+                spec = spec.timestamps(1 + round, 1);
+            }
+            let mut f = vec![0u8; spec.len()];
+            spec.write(&mut f).unwrap();
+            let at = u64::from(round) * u64::from(flows) + u64::from(flow);
+            frames.push((Duration::from_micros(at), f));
+        }
+    }
+    frames
+}
+
 /// More flows than table entries: 128 flows of two frames each, every flow's first frame and
 /// then every flow's second, through 64 entries. `replay` and `bench` say how many flows lost
 /// their entry (and that `--flows` sets the table's size); through 256 entries, none.
 #[test]
 fn a_table_smaller_than_the_flows_is_reported_as_forgotten_flows() {
-    use lro_core::testing::{FrameSpec, TCP_ACK};
     let dir = temp_dir("cli", "forgotten");
-    let payload = [0x42u8; 100];
-    let mut frames = Vec::new();
-    for round in 0..2u32 {
-        for flow in 0..128u16 {
-            let spec = FrameSpec::ipv4_tcp(10_000 + flow, 80)
-                .seq(1 + round * 100)
-                .ack(1)
-                .flags(TCP_ACK)
-                .payload(&payload);
-            let mut f = vec![0u8; spec.len()];
-            spec.write(&mut f).unwrap();
-            frames.push((
-                Duration::from_micros(u64::from(round * 128 + u32::from(flow))),
-                f,
-            ));
-        }
-    }
+    let frames = interleaved_flows(128, 2, false);
     let path = dir.join("flows128.pcap");
     write_pcap(&path, 1, &frames);
     let p = path.to_str().unwrap();
@@ -1523,26 +1531,8 @@ fn a_table_smaller_than_the_flows_is_reported_as_forgotten_flows() {
 /// bypass. `bench` says which it timed.
 #[test]
 fn bypass_passes_traffic_that_never_merges_through() {
-    use lro_core::testing::{FrameSpec, TCP_ACK};
     let dir = temp_dir("cli", "bypass");
-    let payload = [0x42u8; 100];
-    let mut frames = Vec::new();
-    for round in 0..4u32 {
-        for flow in 0..128u16 {
-            let spec = FrameSpec::ipv4_tcp(10_000 + flow, 80)
-                .seq(1 + round * 100)
-                .ack(1)
-                .flags(TCP_ACK)
-                .timestamps(1 + round, 1)
-                .payload(&payload);
-            let mut f = vec![0u8; spec.len()];
-            spec.write(&mut f).unwrap();
-            frames.push((
-                Duration::from_micros(u64::from(round * 128 + u32::from(flow))),
-                f,
-            ));
-        }
-    }
+    let frames = interleaved_flows(128, 4, true);
     let path = dir.join("singles.pcap");
     write_pcap(&path, 1, &frames);
     let run = |extra: &[&str]| {
