@@ -19,6 +19,7 @@ use super::storage::{
 use super::{Cause, Coalescer, Config, OutChecksum, Policy, Segment, SegmentInfo, Sink};
 use crate::csum;
 use crate::encap::{Encap, NoEncap, TunnelSlot};
+use crate::flow::table::Taken;
 use crate::flow::{FlowHasher, Key};
 use crate::meta::{RxChecksum, RxMeta};
 use crate::parse::{self, FlowHint, IpFacts, Parsed};
@@ -1375,11 +1376,10 @@ where
             mut index, flows, ..
         } = self.store.parts();
         let reusable = |slot: u16| reuse && flows[usize::from(slot)].ack_only;
-        let fresh = index.has_fresh();
-        let Some(slot) = index.insert_idle(inc.hash, &inc.key, reusable) else {
+        let Some(Taken { slot, reused }) = index.insert_idle(inc.hash, &inc.key, reusable) else {
             return;
         };
-        self.stats.forgotten += u64::from(!fresh);
+        self.stats.forgotten += u64::from(reused);
         flows[usize::from(slot)].ack_only = true;
         self.adopt(slot, bytes, inc, meta);
         let shape = self.store.flows()[usize::from(slot)].tpl.layout();
@@ -1449,8 +1449,9 @@ where
                         self.flush_slot(oldest, FlushReason::Evicted, sink);
                     }
                 }
-                let fresh = self.store.parts().index.has_fresh();
-                let Some(slot) = self.store.parts().index.insert(inc.hash, &inc.key) else {
+                let Some(Taken { slot, reused }) =
+                    self.store.parts().index.insert(inc.hash, &inc.key)
+                else {
                     // Unreachable with at least one entry, but never lose a frame.
                     return self.deliver_alone(
                         frame,
@@ -1459,7 +1460,7 @@ where
                         sink,
                     );
                 };
-                self.stats.forgotten += u64::from(!fresh);
+                self.stats.forgotten += u64::from(reused);
                 slot
             }
         };

@@ -105,6 +105,15 @@ pub(crate) fn find<T: Copy + Eq>(
     None
 }
 
+/// The entry [`Index::insert`] or [`Index::insert_idle`] gave a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Taken {
+    /// The entry.
+    pub(crate) slot: u16,
+    /// It was another flow's, idle (that flow left the index: `Stats::forgotten`), not one
+    /// never used.
+    pub(crate) reused: bool,
+}
 /// The index over borrowed arrays of `n` entries.
 pub(crate) struct Index<'a, T> {
     pub(crate) buckets: &'a mut [u16],
@@ -147,11 +156,11 @@ impl<T: Copy + Eq> Index<'_, T> {
     /// An entry for a flow that has none (the caller checked with [`Index::find`]), held and
     /// the most recent: a fresh one, or the idle one delivered longest ago (its flow leaves the
     /// index). `None` when full (the caller evicts a held entry first).
-    pub(crate) fn insert(&mut self, hash: u32, key: &Key<T>) -> Option<u16> {
-        let slot = self.take(|_| true)?;
-        self.bucket_in(slot, hash, key);
-        self.link_newest(slot, State::Held);
-        Some(slot)
+    pub(crate) fn insert(&mut self, hash: u32, key: &Key<T>) -> Option<Taken> {
+        let taken = self.take(|_| true)?;
+        self.bucket_in(taken.slot, hash, key);
+        self.link_newest(taken.slot, State::Held);
+        Some(taken)
     }
 
     /// An idle entry for a flow that has none, at the oldest end of the idle list (the first
@@ -162,20 +171,23 @@ impl<T: Copy + Eq> Index<'_, T> {
         hash: u32,
         key: &Key<T>,
         reusable: impl FnOnce(u16) -> bool,
-    ) -> Option<u16> {
-        let slot = self.take(reusable)?;
-        self.bucket_in(slot, hash, key);
-        self.link_oldest(slot, State::Idle);
-        Some(slot)
+    ) -> Option<Taken> {
+        let taken = self.take(reusable)?;
+        self.bucket_in(taken.slot, hash, key);
+        self.link_oldest(taken.slot, State::Idle);
+        Some(taken)
     }
 
     /// A fresh entry, else the oldest idle one if `reusable` says so (its flow leaves the
     /// index), on no list.
     #[inline]
-    fn take(&mut self, reusable: impl FnOnce(u16) -> bool) -> Option<u16> {
+    fn take(&mut self, reusable: impl FnOnce(u16) -> bool) -> Option<Taken> {
         if self.has_fresh() {
             self.ends.fresh += 1;
-            return Some(self.ends.fresh - 1);
+            return Some(Taken {
+                slot: self.ends.fresh - 1,
+                reused: false,
+            });
         }
         let slot = self.ends.idle.oldest;
         if slot == NIL || !reusable(slot) {
@@ -183,7 +195,7 @@ impl<T: Copy + Eq> Index<'_, T> {
         }
         self.unlink(slot);
         self.unbucket(slot);
-        Some(slot)
+        Some(Taken { slot, reused: true })
     }
 
     /// Puts `key` in the entry `slot` and the entry in its bucket.
@@ -384,8 +396,8 @@ mod tests {
     fn colliding_hashes_keep_flows_apart() {
         let mut arrays = Arrays::<8>::new();
         let mut idx = arrays.index();
-        let a = idx.insert(7, &key(1)).unwrap();
-        let b = idx.insert(7, &key(2)).unwrap();
+        let a = idx.insert(7, &key(1)).unwrap().slot;
+        let b = idx.insert(7, &key(2)).unwrap().slot;
         assert_ne!(a, b);
         assert_eq!(idx.find(7, &key(1)), Some(a));
         assert_eq!(idx.find(7, &key(2)), Some(b));
@@ -399,9 +411,10 @@ mod tests {
     fn lru_order_follows_touches() {
         let mut arrays = Arrays::<4>::new();
         let mut idx = arrays.index();
-        let s: [u16; 4] = core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8)).unwrap());
+        let s: [u16; 4] =
+            core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8)).unwrap().slot);
         assert!(idx.is_full());
-        assert_eq!(idx.insert(9, &key(9)), None);
+        assert_eq!(idx.insert(9, &key(9)).map(|t| t.slot), None);
         assert_eq!(idx.oldest(), Some(s[0]));
         idx.touch(s[0]);
         assert_eq!(idx.oldest(), Some(s[1]));
@@ -417,33 +430,36 @@ mod tests {
     fn entries_inserted_idle_are_reused_first_and_take_only_what_they_may() {
         let mut arrays = Arrays::<4>::new();
         let mut idx = arrays.index();
-        let a = idx.insert(1, &key(1)).unwrap();
+        let a = idx.insert(1, &key(1)).unwrap().slot;
         idx.park(a);
         // Fresh entries first, whatever `reusable` says.
         let b = idx.insert_idle(2, &key(2), |_| false).unwrap();
+        assert!(!b.reused);
+        let b = b.slot;
         assert_eq!(idx.find(2, &key(2)), Some(b));
-        let c = idx.insert(3, &key(3)).unwrap();
-        let d = idx.insert(4, &key(4)).unwrap();
+        let c = idx.insert(3, &key(3)).unwrap().slot;
+        let d = idx.insert(4, &key(4)).unwrap().slot;
         idx.park(c);
         // None fresh: the oldest idle entry is `b` (at the oldest end although newer than
         // `a`), taken only if `reusable` allows it.
-        assert_eq!(idx.insert_idle(5, &key(5), |_| false), None);
+        assert_eq!(idx.insert_idle(5, &key(5), |_| false).map(|t| t.slot), None);
         let mut asked = None;
         let e = idx
             .insert_idle(5, &key(5), |s| {
                 asked = Some(s);
                 true
             })
-            .unwrap();
+            .unwrap()
+            .slot;
         assert_eq!((asked, e), (Some(b), b));
         assert_eq!(idx.find(2, &key(2)), None);
         assert_eq!(idx.find(5, &key(5)), Some(e));
         // A flow starting a segment takes the entry inserted idle before the older `a`.
-        let f = idx.insert(6, &key(6)).unwrap();
+        let f = idx.insert(6, &key(6)).unwrap().slot;
         assert_eq!(f, e);
-        assert_eq!(idx.insert(7, &key(7)), Some(a));
-        assert_eq!(idx.insert(8, &key(8)), Some(c));
-        assert_eq!(idx.insert(9, &key(9)), None);
+        assert_eq!(idx.insert(7, &key(7)).map(|t| t.slot), Some(a));
+        assert_eq!(idx.insert(8, &key(8)).map(|t| t.slot), Some(c));
+        assert_eq!(idx.insert(9, &key(9)).map(|t| t.slot), None);
         assert_eq!(idx.oldest(), Some(d));
     }
 
@@ -451,7 +467,8 @@ mod tests {
     fn idle_entries_stay_found_and_are_reused_oldest_first() {
         let mut arrays = Arrays::<4>::new();
         let mut idx = arrays.index();
-        let s: [u16; 4] = core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8)).unwrap());
+        let s: [u16; 4] =
+            core::array::from_fn(|i| idx.insert(i as u32, &key(i as u8)).unwrap().slot);
         assert_eq!(s, [0, 1, 2, 3]);
         idx.park(s[2]);
         idx.park(s[0]);
@@ -462,11 +479,17 @@ mod tests {
         assert_eq!(idx.oldest(), Some(s[1]));
         assert_eq!(idx.newer(s[1]), Some(s[0]));
         // A new flow takes the idle entry delivered longest ago; its old flow leaves.
-        assert_eq!(idx.insert(5, &key(5)), Some(s[2]));
+        assert_eq!(
+            idx.insert(5, &key(5)),
+            Some(Taken {
+                slot: s[2],
+                reused: true
+            })
+        );
         assert_eq!(idx.find(2, &key(2)), None);
         assert_eq!(idx.find(5, &key(5)), Some(s[2]));
-        assert_eq!(idx.insert(6, &key(6)), Some(s[3]));
-        assert_eq!(idx.insert(7, &key(7)), None);
+        assert_eq!(idx.insert(6, &key(6)).map(|t| t.slot), Some(s[3]));
+        assert_eq!(idx.insert(7, &key(7)).map(|t| t.slot), None);
         assert!(idx.is_full());
     }
 }
