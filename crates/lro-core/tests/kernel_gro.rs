@@ -58,8 +58,8 @@
 use lro_core::encap::NoEncap;
 use lro_core::testing::{FrameSpec, TCP_ACK, TCP_CWR, TPID_8021Q};
 use lro_testkit::kernel::{
-    by_flow, crowded, describe, engine_gro, frames_of, gso_gives_back, most_held, poll_step,
-    rng_seed, setting, wire_batch, wire_seed, Kernel, BATCH, MAX_GRO_SKBS,
+    by_flow, captures, crowded, describe, engine_gro, frames_of, gso_gives_back, most_held,
+    poll_step, rng_seed, setting, wire_batch, wire_seed, Kernel, BATCH, MAX_GRO_SKBS,
 };
 use lro_testkit::scenario::{FlowSeed, Step};
 use proptest::prelude::*;
@@ -284,22 +284,6 @@ fn crowded_batches_are_those_linux_may_have_no_room_for() {
     );
 }
 
-/// The Ethernet frames of a committed capture (`data/<name>.pcap.xz` of the workspace).
-fn capture(name: &str) -> Vec<Vec<u8>> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data")
-        .join(format!("{name}.pcap.xz"));
-    let xz = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut raw = Vec::new();
-    lzma_rs::xz_decompress(&mut &xz[..], &mut raw).expect("xz");
-    let frames = lro_testkit::capture::read(&raw).expect("a pcap");
-    assert!(
-        frames.iter().all(|(link, _)| *link == 1),
-        "{name}: Ethernet"
-    );
-    frames.into_iter().map(|(_, f)| f).collect()
-}
-
 /// Real Linux TCP traffic in polls of 63 frames: the built-in capture whole, and the first
 /// 2,520 frames of each of the two traces `scripts/make-capture.sh` made for the DPDK
 /// comparison (an ACK-heavy one, and a lossy one with SACK); every frame of all three with
@@ -309,28 +293,11 @@ fn gro_policy_makes_the_frames_linux_gro_makes_of_real_traffic() {
     let Some(kernel) = Kernel::or_skip("cap") else {
         return;
     };
-    let full = std::env::var_os("LRO_KERNEL_GRO_FULL").is_some();
-    let mut captures: Vec<(String, Vec<Vec<u8>>, usize)> = [
-        ("default", usize::MAX),
-        ("bench/ack-heavy", 2520),
-        ("bench/lossy", 2520),
-    ]
-    .into_iter()
-    .map(|(name, limit)| (name.to_string(), capture(name), limit))
-    .collect();
-    // Any other Ethernet pcap, whole: LRO_KERNEL_GRO_PCAP=path.
-    if let Some(path) = std::env::var_os("LRO_KERNEL_GRO_PCAP") {
-        let raw = std::fs::read(&path).expect("LRO_KERNEL_GRO_PCAP");
-        let frames = lro_testkit::capture::read(&raw).expect("a pcap");
-        let frames = frames.into_iter().map(|(_, f)| f).collect();
-        captures.push((path.to_string_lossy().into_owned(), frames, usize::MAX));
-    }
-    for (name, frames, limit) in captures {
-        let frames = &frames[..if full {
-            frames.len()
-        } else {
-            limit.min(frames.len())
-        }];
+    for (name, frames) in captures(&[
+        ("default.pcap.xz", usize::MAX),
+        ("bench/ack-heavy.pcap.xz", 2520),
+        ("bench/lossy.pcap.xz", 2520),
+    ]) {
         let (mut compared, mut out, mut segmented, mut left_out) = (0, 0, 0, 0);
         for (i, poll) in frames.chunks(BATCH).enumerate() {
             let delivered = engine_gro::<NoEncap>(poll);

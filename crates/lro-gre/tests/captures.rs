@@ -133,7 +133,7 @@ fn go(config: Config, inputs: &[Input]) -> (common::Recorder, Stats) {
 #[test]
 fn kernel_captures_wrapped_every_way() {
     for capture in ["small.pcap.xz", "default.pcap.xz"] {
-        let frames = common::committed_capture(capture);
+        let frames = lro_testkit::capture::committed(capture);
         let tcp = plain(&frames);
         for config in [Config::gro(), Config::lro()] {
             for (name, spec, mergeable) in variants() {
@@ -185,7 +185,7 @@ fn kernel_captures_wrapped_every_way() {
 /// tunnel too, and prediction changes nothing in the output or the other counters.
 #[test]
 fn long_tunnel_headers_are_predicted() {
-    let frames = common::committed_capture("default.pcap.xz");
+    let frames = lro_testkit::capture::committed("default.pcap.xz");
     for config in [Config::gro(), Config::lro()] {
         let (_, base) = go(config, &plain(&frames));
         assert!(base.predicted > 0);
@@ -211,7 +211,7 @@ fn long_tunnel_headers_are_predicted() {
 /// took an ID in between, and every invariant still holds.
 #[test]
 fn outer_ids_per_tunnel() {
-    let frames = common::committed_capture("small.pcap.xz");
+    let frames = lro_testkit::capture::committed("small.pcap.xz");
     let tcp = plain(&frames);
     let (_, base) = go(Config::lro(), &tcp);
     let (inputs, _) = wrap_all(

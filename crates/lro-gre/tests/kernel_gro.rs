@@ -30,8 +30,8 @@ use lro_gre::testing::{GreSpec, InnerFrame, OuterId, Tunnel};
 use lro_gre::wire::flags;
 use lro_gre::Gre;
 use lro_testkit::kernel::{
-    crowded, engine_gro, frames_of, poll_step, rng_seed, setting, wire_batch, wire_seed, Kernel,
-    BATCH, MAX_GRO_SKBS,
+    captures, crowded, engine_gro, frames_of, poll_step, rng_seed, setting, wire_batch, wire_seed,
+    Kernel, BATCH, MAX_GRO_SKBS,
 };
 use lro_testkit::oracle;
 use proptest::prelude::*;
@@ -192,29 +192,13 @@ fn gre_gro_makes_the_frames_linux_gre_gro_makes() {
              set (the engine reads the key): C+K left out"
         }
     );
-    let full = std::env::var_os("LRO_KERNEL_GRO_FULL").is_some();
-    let mut captures: Vec<(String, Vec<Vec<u8>>, bool)> = ["default.pcap.xz", "small.pcap.xz"]
-        .into_iter()
-        .map(|name| {
-            let frames = common::committed_capture(name);
-            let frames: Vec<Vec<u8>> = frames.into_iter().map(|(_, f)| f).collect();
-            let n = if full { frames.len() } else { 16 * BATCH };
-            (name.to_string(), frames.into_iter().take(n).collect(), true)
-        })
-        .collect();
-    // Any other Ethernet pcap, whole: LRO_KERNEL_GRO_PCAP=path (whether its flows merge is
-    // its own affair: not asserted).
-    if let Some(path) = std::env::var_os("LRO_KERNEL_GRO_PCAP") {
-        let raw = std::fs::read(&path).expect("LRO_KERNEL_GRO_PCAP");
-        let frames = lro_testkit::capture::read(&raw).expect("a pcap");
-        assert!(
-            frames.iter().all(|(link, _)| *link == 1),
-            "LRO_KERNEL_GRO_PCAP: Ethernet frames"
-        );
-        let frames = frames.into_iter().map(|(_, f)| f).collect();
-        captures.push((path.to_string_lossy().into_owned(), frames, false));
-    }
-    for (capture, frames, committed) in &captures {
+    let committed = [
+        ("default.pcap.xz", 16 * BATCH),
+        ("small.pcap.xz", 16 * BATCH),
+    ];
+    for (n, (capture, frames)) in captures(&committed).iter().enumerate() {
+        // Whether a capture of one's own (LRO_KERNEL_GRO_PCAP) merges is its own affair.
+        let committed = n < committed.len();
         for (name, spec, outer_id, merges) in variants() {
             let both = flags::C | flags::K;
             if !keys && spec.flags_version & both == both {
@@ -254,7 +238,7 @@ fn gre_gro_makes_the_frames_linux_gre_gro_makes() {
                  the same from Linux GRO ({merged} tunnelled segments merged); {left_out} \
                  polls left out as crowded (a segment started with {MAX_GRO_SKBS} held)"
             );
-            if *committed {
+            if committed {
                 assert_eq!(
                     merged > 0,
                     merges,

@@ -1,7 +1,8 @@
 //! A tolerant pcap / pcapng reader for tests that replay captures, the hostile ones of the
 //! tcpdump test corpus among them: it never panics and stops at the first record that does not
 //! fit the file. The CLI has its own strict reader (`src/capture.rs`), which reports errors;
-//! this one only collects what is there. And [`pcap`], the writer of what tests dump.
+//! this one only collects what is there. And [`committed`], the workspace's committed captures
+//! read so, and [`pcap`], the writer of what tests dump.
 
 /// `(link type, frame)` of every record of a pcap (either byte order, micro- or nanosecond) or
 /// pcapng file; `None` for a file that is neither. A truncated or corrupt file yields the
@@ -83,6 +84,20 @@ fn read_pcapng(data: &[u8]) -> Vec<(u32, Vec<u8>)> {
         at += len;
     }
     out
+}
+
+/// `(link type, frame)` of every record of `data/<name>`, one of the workspace's committed
+/// xz-compressed captures (`default.pcap.xz`, `bench/lossy.pcap.xz`, ...). Panics when it
+/// cannot be read: the tests that call it cannot run without it.
+pub fn committed(name: &str) -> Vec<(u32, Vec<u8>)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data")
+        .join(name);
+    let xz = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut raw = Vec::new();
+    lzma_rs::xz_decompress(&mut &xz[..], &mut raw)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    read(&raw).unwrap_or_else(|| panic!("{}: not a pcap", path.display()))
 }
 
 /// A little-endian pcap (microseconds, snap length 262,144, every timestamp zero) of `frames`

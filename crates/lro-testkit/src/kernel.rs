@@ -521,6 +521,36 @@ pub fn wire_batch(
         .collect()
 }
 
+/// The Ethernet frames of the committed capture `data/<name>` ([`capture::committed`]),
+/// `limit` of them at most unless `LRO_KERNEL_GRO_FULL` is set; then, as `(name, frames)` too,
+/// the whole pcap `LRO_KERNEL_GRO_PCAP` names, if any: what the kernel tests compare in polls.
+pub fn captures(committed: &[(&str, usize)]) -> Vec<(String, Vec<Vec<u8>>)> {
+    let full = std::env::var_os("LRO_KERNEL_GRO_FULL").is_some();
+    let ethernet = |name: &str, frames: Vec<(u32, Vec<u8>)>| -> Vec<Vec<u8>> {
+        assert!(
+            frames.iter().all(|(link, _)| *link == 1),
+            "{name}: Ethernet frames"
+        );
+        frames.into_iter().map(|(_, f)| f).collect()
+    };
+    let mut out: Vec<(String, Vec<Vec<u8>>)> = committed
+        .iter()
+        .map(|&(name, limit)| {
+            let mut frames = ethernet(name, capture::committed(name));
+            frames.truncate(if full { usize::MAX } else { limit });
+            (name.to_string(), frames)
+        })
+        .collect();
+    if let Some(path) = std::env::var_os("LRO_KERNEL_GRO_PCAP") {
+        let name = path.to_string_lossy().into_owned();
+        let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let frames = capture::read(&raw).unwrap_or_else(|| panic!("{name}: not a pcap"));
+        let frames = ethernet(&name, frames);
+        out.push((name, frames));
+    }
+    out
+}
+
 /// The number in the environment variable `name`, or `default` when it is unset or not a
 /// number (the kernel tests' `LRO_KERNEL_GRO_CASES` and `LRO_KERNEL_GRO_SEED`).
 pub fn setting(name: &str, default: u64) -> u64 {

@@ -89,12 +89,3 @@ pub fn link_of(link: u32, frame: &[u8]) -> Option<(RxMeta, Vec<u8>)> {
 pub fn workspace() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
-
-/// A committed capture of `data/`, decompressed.
-pub fn committed_capture(name: &str) -> Vec<(u32, Vec<u8>)> {
-    let path = workspace().join("data").join(name);
-    let xz = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut raw = Vec::new();
-    lzma_rs::xz_decompress(&mut &xz[..], &mut raw).expect("xz");
-    lro_testkit::capture::read(&raw).expect("a pcap")
-}
