@@ -129,13 +129,7 @@ impl Kernel {
         done: impl Fn(&[Vec<u8>]) -> bool,
     ) -> Result<Vec<Vec<u8>>, String> {
         assert!(frames.len() <= BATCH);
-        // Whatever an earlier batch left (nothing, unless it came up late).
-        while self
-            .rx
-            .recv(Duration::ZERO)
-            .map_err(|e| e.to_string())?
-            .is_some()
-        {}
+        drain(&self.rx)?;
         let mut kick = vec![0u8; 60];
         kick[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xee]);
         kick[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xef]);
@@ -144,49 +138,17 @@ impl Kernel {
         for f in frames {
             self.tx.send(f).map_err(|e| format!("send: {e}"))?;
         }
-        let mut out = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !done(&out) {
-            match self
-                .rx
-                .recv(Duration::from_millis(300))
-                .map_err(|e| format!("recv: {e}"))?
-            {
-                Some(f) if f.get(12..14) == Some(&KICK[..]) => {}
-                Some(f) => out.push(f),
-                None => break,
-            }
-            if Instant::now() > deadline {
-                return Err("frames kept coming for 5 s".into());
-            }
-        }
-        Ok(out)
+        receive(&self.rx, done, |f| f.get(12..14) != Some(&KICK[..]))
     }
 
     /// The frames Linux's GSO cuts `frame` into as `gso` says: received until `n` came, or
     /// nothing came for 300 ms.
     pub fn gso(&self, frame: &[u8], gso: &Gso, n: usize) -> Result<Vec<Vec<u8>>, String> {
-        while self
-            .gso_rx
-            .recv(Duration::ZERO)
-            .map_err(|e| e.to_string())?
-            .is_some()
-        {}
+        drain(&self.gso_rx)?;
         self.gso_tx
             .send_gso(frame, gso)
             .map_err(|e| format!("send ({} bytes, {gso:?}): {e}", frame.len()))?;
-        let mut out = Vec::new();
-        while out.len() < n {
-            match self
-                .gso_rx
-                .recv(Duration::from_millis(300))
-                .map_err(|e| format!("recv: {e}"))?
-            {
-                Some(f) => out.push(f),
-                None => break,
-            }
-        }
-        Ok(out)
+        receive(&self.gso_rx, |got| got.len() >= n, |_| true)
     }
 
     /// [`Kernel::gro`] of `input` compared with the engine's `ours`: `Err` with an account of
@@ -219,6 +181,42 @@ impl Kernel {
         }
         Err(describe(input, &linux, &ours))
     }
+}
+
+/// Takes whatever `socket` has received already (what an earlier batch left: nothing,
+/// unless it came up late).
+fn drain(socket: &PacketSocket) -> Result<(), String> {
+    while socket
+        .recv(Duration::ZERO)
+        .map_err(|e| format!("recv: {e}"))?
+        .is_some()
+    {}
+    Ok(())
+}
+
+/// The frames `socket` receives that `keep` keeps, until `done` says they are all, or
+/// nothing came for 300 ms; an error if frames keep coming for 5 s.
+fn receive(
+    socket: &PacketSocket,
+    done: impl Fn(&[Vec<u8>]) -> bool,
+    keep: impl Fn(&[u8]) -> bool,
+) -> Result<Vec<Vec<u8>>, String> {
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done(&out) {
+        match socket
+            .recv(Duration::from_millis(300))
+            .map_err(|e| format!("recv: {e}"))?
+        {
+            Some(f) if keep(&f) => out.push(f),
+            Some(_) => {}
+            None => break,
+        }
+        if Instant::now() > deadline {
+            return Err("frames kept coming for 5 s".into());
+        }
+    }
+    Ok(out)
 }
 
 /// Writes `frames` to `path` as a pcap of Ethernet frames.
