@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use lro_core::{Coalescer, RxMeta, Segment, Sink};
+use lro_core::{Coalescer, RxMeta, Segment, Sink, Stats};
 use serde_json::json;
 
 use crate::alloc_count;
@@ -122,22 +122,18 @@ trait Timed<'a, const SLOT: usize> {
     fn flush_all(&mut self, sink: &mut CountSink<'_, 'a, SLOT>);
     /// Frames held now.
     fn held_frames(&self) -> usize;
-    /// Checks a pass's figures against what the coalescer counted (untimed).
-    fn check(&mut self, _: &Round) -> Result<()> {
+    /// Checks a pass's figures against what the coalescer counted, and adds what only it
+    /// counts (the flows it forgot, `Stats::forgotten`; the floor keeps none to forget).
+    /// Untimed.
+    fn account(&mut self, _: &mut Round) -> Result<()> {
         Ok(())
-    }
-    /// Flows the coalescer forgot since the last call, its table having no free entry
-    /// (`Stats::forgotten`; the floor keeps none to forget).
-    fn forgotten(&mut self) -> u64 {
-        0
     }
 }
 
-/// An engine, timed, with its segment and forgotten-flow counts before the pass.
+/// An engine, timed, with its counters before the pass.
 struct Engine<'e, E> {
     engine: &'e mut E,
-    segments: u64,
-    forgotten: u64,
+    before: Stats,
 }
 
 impl<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>> Timed<'a, SLOT> for Engine<'_, E> {
@@ -155,20 +151,17 @@ impl<'a, const SLOT: usize, E: Coalescer<Frame<'a, SLOT>>> Timed<'a, SLOT> for E
         self.engine.held_frames()
     }
 
-    fn check(&mut self, r: &Round) -> Result<()> {
-        let stats = self.engine.stats();
-        let segments = stats.segments - std::mem::replace(&mut self.segments, stats.segments);
+    fn account(&mut self, r: &mut Round) -> Result<()> {
+        let before = std::mem::replace(&mut self.before, self.engine.stats().clone());
+        let now = &self.before;
+        let segments = now.segments - before.segments;
         anyhow::ensure!(
-            r.frames_out == segments && stats.is_conserved(),
+            r.frames_out == segments && now.is_conserved(),
             "internal error: the sink saw {} segments, the engine counted {segments}",
             r.frames_out,
         );
+        r.forgotten = now.forgotten - before.forgotten;
         Ok(())
-    }
-
-    fn forgotten(&mut self) -> u64 {
-        let now = self.engine.stats().forgotten;
-        now - std::mem::replace(&mut self.forgotten, now)
     }
 }
 
@@ -194,7 +187,7 @@ struct Round {
     frames_in: u64,
     frames_out: u64,
     allocations: u64,
-    /// Flows forgotten in the pass (untimed; see [`Timed::forgotten`]).
+    /// Flows forgotten in the pass (untimed; see [`Timed::account`]).
     forgotten: u64,
 }
 
@@ -270,12 +263,8 @@ impl<'m, const SLOT: usize> WithEngine for Rounds<'_, '_, 'm, SLOT> {
     type Out = Result<Vec<Round>>;
 
     fn run<E: Coalescer<Frame<'m, SLOT>>>(self, engine: &mut E) -> Result<Vec<Round>> {
-        let (segments, forgotten) = (engine.stats().segments, engine.stats().forgotten);
-        self.timed(&mut Engine {
-            engine,
-            segments,
-            forgotten,
-        })
+        let before = engine.stats().clone();
+        self.timed(&mut Engine { engine, before })
     }
 }
 
@@ -287,7 +276,6 @@ impl<'m, const SLOT: usize> Rounds<'_, '_, 'm, SLOT> {
         let mut rounds = Vec::new();
         for i in 0..=self.rounds {
             let mut r = round(t, self.frames, self.burst, self.pool, self.batch)?;
-            r.forgotten = t.forgotten();
             anyhow::ensure!(
                 t.held_frames() == 0 && self.pool.len() == self.burst,
                 "internal error: {} frames held after the flush, {} of {} buffers back",
@@ -295,7 +283,7 @@ impl<'m, const SLOT: usize> Rounds<'_, '_, 'm, SLOT> {
                 self.pool.len(),
                 self.burst
             );
-            t.check(&r)?;
+            t.account(&mut r)?;
             if i > 0 {
                 self.bar.inc(self.frames.len() as u64);
                 rounds.push(r);
