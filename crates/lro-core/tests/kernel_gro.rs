@@ -59,29 +59,30 @@ use lro_core::encap::NoEncap;
 use lro_core::testing::{FrameSpec, TCP_ACK, TCP_CWR, TPID_8021Q};
 use lro_testkit::kernel::{
     by_flow, captures, crowded, describe, engine_gro, frames_of, gso_gives_back, most_held,
-    poll_step, rng_seed, setting, wire_batch, wire_seed, Kernel, BATCH, MAX_GRO_SKBS,
+    poll_steps, runner, wire_batch, wire_seeds, Kernel, BATCH, MAX_GRO_SKBS,
 };
-use lro_testkit::scenario::{FlowSeed, Step};
-use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
+use proptest::test_runner::TestCaseError;
 use std::cell::Cell;
 
-/// Two consecutive data frames of one flow, each with `flags`, through `vlan` (an 802.1Q tag)
-/// or untagged.
-fn pair(flags: u8, vlan: Option<u16>) -> Vec<Vec<u8>> {
+/// Two consecutive data frames of each of `flows` flows (ports 40000 on), with `flags`,
+/// through `vlan` (an 802.1Q tag) or untagged, interleaved: every flow's first frame, then
+/// every flow's second.
+fn interleaved(flows: u16, flags: u8, vlan: Option<u16>) -> Vec<Vec<u8>> {
     let payload = [0x5a; 100];
     (0..2u32)
-        .map(|i| {
-            let mut spec = FrameSpec::ipv4_tcp(40000, 443)
-                .seq(1000 + 100 * i)
-                .flags(flags)
-                .payload(&payload);
-            if let Some(tci) = vlan {
-                spec = spec.vlan(TPID_8021Q, tci);
-            }
-            let mut b = vec![0u8; spec.len()];
-            spec.write(&mut b).expect("sized");
-            b
+        .flat_map(|i| {
+            (0..flows).map(move |f| {
+                let mut spec = FrameSpec::ipv4_tcp(40000 + f, 443)
+                    .seq(1000 + 100 * i)
+                    .flags(flags)
+                    .payload(&payload);
+                if let Some(tci) = vlan {
+                    spec = spec.vlan(TPID_8021Q, tci);
+                }
+                let mut b = vec![0u8; spec.len()];
+                spec.write(&mut b).expect("sized");
+                b
+            })
         })
         .collect()
 }
@@ -119,30 +120,10 @@ impl Rules {
             }
         };
         Ok(Self {
-            cwr: merges(pair(TCP_ACK | TCP_CWR, None))?,
-            vlan: merges(pair(TCP_ACK, Some(7)))?,
+            cwr: merges(interleaved(1, TCP_ACK | TCP_CWR, None))?,
+            vlan: merges(interleaved(1, TCP_ACK, Some(7)))?,
         })
     }
-}
-
-/// A flow seed over Ethernet: untagged, or with `vlan`, also with its tags in the frame (one
-/// 802.1Q tag, or 802.1ad over 802.1Q).
-fn seed(vlan: bool) -> impl Strategy<Value = FlowSeed> {
-    let links: u8 = if vlan { 3 } else { 1 };
-    (any::<u8>(), any::<u8>(), any::<u32>(), 0..links)
-        .prop_map(|(shape, twin, misc, link)| wire_seed(shape, twin, misc, link))
-}
-
-/// A step with no flush point (the batch is one poll).
-fn step() -> impl Strategy<Value = Step> {
-    (
-        any::<u8>(),
-        any::<u8>(),
-        any::<u16>(),
-        any::<u8>(),
-        any::<u8>(),
-    )
-        .prop_map(|(flow, kind, a, m, t)| poll_step(flow, kind, a, m, t))
 }
 
 #[test]
@@ -168,23 +149,13 @@ fn gro_policy_makes_the_frames_linux_gro_makes() {
             "this kernel has no VLAN GRO (built without 802.1Q support): untagged frames only"
         }
     );
-    let cases = setting("LRO_KERNEL_GRO_CASES", 48) as u32;
-    let config = RunnerConfig {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: 200,
-        ..RunnerConfig::default()
-    };
     // A fixed seed: the same batches every run (set LRO_KERNEL_GRO_SEED for others).
-    let key = rng_seed(setting("LRO_KERNEL_GRO_SEED", 0x6c72_6f2d_6b67_726f));
-    let mut runner =
-        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &key));
+    let (mut runner, cases) = runner(48, 0x6c72_6f2d_6b67_726f);
     let (frames_in, frames_out, segmented) = (Cell::new(0usize), Cell::new(0usize), Cell::new(0));
     let left_out = Cell::new(0usize);
-    let strategy = (
-        proptest::collection::vec(seed(rules.vlan), 1..=6),
-        proptest::collection::vec(step(), 1..=BATCH),
-    );
+    // With VLAN GRO, also flows with their tags in the frame (one 802.1Q tag, or 802.1ad
+    // over 802.1Q).
+    let strategy = (wire_seeds(if rules.vlan { 3 } else { 1 }), poll_steps());
     let result = runner.run(&strategy, |(seeds, steps)| {
         let input: Vec<Vec<u8>> = wire_batch(&seeds, &steps, rules.cwr)
             .into_iter()
@@ -224,25 +195,6 @@ fn gro_policy_makes_the_frames_linux_gro_makes() {
     );
 }
 
-/// `flows` flows of two data frames each, interleaved: every flow's first frame, then every
-/// flow's second.
-fn interleaved(flows: u16) -> Vec<Vec<u8>> {
-    let payload = [0x5a; 100];
-    (0..2u32)
-        .flat_map(|i| {
-            (0..flows).map(move |f| {
-                let spec = FrameSpec::ipv4_tcp(40000 + f, 443)
-                    .seq(1000 + 100 * i)
-                    .flags(TCP_ACK)
-                    .payload(&payload);
-                let mut b = vec![0u8; spec.len()];
-                spec.write(&mut b).expect("sized");
-                b
-            })
-        })
-        .collect()
-}
-
 /// What the tests leave out as crowded ([`crowded`]): of 8 flows interleaved frame by frame
 /// the engine holds 7 when the eighth starts, and Linux's GRO merges each flow as the engine
 /// does; with a ninth, the engine holds 8 when it starts, and the batch is crowded. What Linux
@@ -252,7 +204,7 @@ fn crowded_batches_are_those_linux_may_have_no_room_for() {
     let Some(kernel) = Kernel::or_skip("crowd") else {
         return;
     };
-    let eight = interleaved(MAX_GRO_SKBS as u16);
+    let eight = interleaved(MAX_GRO_SKBS as u16, TCP_ACK, None);
     let out = engine_gro::<NoEncap>(&eight);
     assert_eq!(
         (most_held(&out), out.len()),
@@ -262,7 +214,7 @@ fn crowded_batches_are_those_linux_may_have_no_room_for() {
     kernel
         .agrees(&eight, &frames_of(&out))
         .unwrap_or_else(|e| panic!("8 flows: {e}"));
-    let nine = interleaved(MAX_GRO_SKBS as u16 + 1);
+    let nine = interleaved(MAX_GRO_SKBS as u16 + 1, TCP_ACK, None);
     let out = engine_gro::<NoEncap>(&nine);
     assert_eq!(
         (most_held(&out), out.len()),

@@ -27,31 +27,6 @@ fn config() -> ProptestConfig {
     }
 }
 
-fn step() -> impl Strategy<Value = Step> {
-    (
-        any::<u8>(),
-        any::<u8>(),
-        any::<u16>(),
-        any::<u8>(),
-        any::<u8>(),
-    )
-        .prop_map(|(flow, kind, a, m, t)| Step {
-            flow,
-            kind,
-            a,
-            m,
-            t,
-        })
-}
-
-fn flow_seed() -> impl Strategy<Value = FlowSeed> {
-    (any::<u8>(), any::<u8>(), any::<u32>()).prop_map(|(shape, twin, misc)| FlowSeed {
-        shape,
-        twin,
-        misc,
-    })
-}
-
 /// Knobs with the given adversarial switches.
 fn knobs(
     hash_modes: &'static [u8],
@@ -92,8 +67,8 @@ type Case = (Knobs, Vec<FlowSeed>, Vec<Step>);
 fn scenario(knobs: impl Strategy<Value = Knobs>) -> impl Strategy<Value = Case> {
     (
         knobs,
-        prop::collection::vec(flow_seed(), 1..7),
-        prop::collection::vec(step(), 1..160),
+        prop::collection::vec(FlowSeed::strategy(), 1..7),
+        prop::collection::vec(Step::strategy(), 1..160),
     )
 }
 
@@ -182,8 +157,8 @@ fn adaptive_bypass_keeps_every_invariant() {
     const TURNS: usize = 40;
     let strategy = (
         knobs(&[0, 1, 2], false, true, 2),
-        prop::collection::vec(flow_seed(), 1..TURNS),
-        prop::collection::vec(step(), 1..200),
+        prop::collection::vec(FlowSeed::strategy(), 1..TURNS),
+        prop::collection::vec(Step::strategy(), 1..200),
         any::<bool>(),
     )
         .prop_map(|(knobs, mut seeds, mut steps, turns)| {

@@ -30,12 +30,12 @@ use lro_gre::testing::{GreSpec, InnerFrame, OuterId, Tunnel};
 use lro_gre::wire::flags;
 use lro_gre::Gre;
 use lro_testkit::kernel::{
-    captures, crowded, engine_gro, frames_of, poll_step, rng_seed, setting, wire_batch, wire_seed,
-    Kernel, BATCH, MAX_GRO_SKBS,
+    captures, crowded, engine_gro, frames_of, poll_steps, runner, wire_batch, wire_seeds, Kernel,
+    BATCH, MAX_GRO_SKBS,
 };
 use lro_testkit::oracle;
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
+use proptest::test_runner::TestCaseError;
 use std::cell::Cell;
 
 /// The variants: a name, the forward direction's outer layers and outer IPv4 IDs, and
@@ -328,32 +328,10 @@ fn gre_gro_makes_the_frames_linux_gre_gro_makes_of_generated_traffic() {
     let Some(kernel) = Kernel::or_skip("gre-gen") else {
         return;
     };
-    let cases = setting("LRO_KERNEL_GRO_CASES", 32) as u32;
-    let key = rng_seed(setting("LRO_KERNEL_GRO_SEED", 0x6c72_6f2d_6772_6567));
-    let config = RunnerConfig {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: 200,
-        ..RunnerConfig::default()
-    };
-    let mut runner =
-        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &key));
+    let (mut runner, cases) = runner(32, 0x6c72_6f2d_6772_6567);
     let strategy = (
-        proptest::collection::vec(
-            (any::<u8>(), any::<u8>(), any::<u32>()).prop_map(|(s, t, m)| wire_seed(s, t, m, 0)),
-            1..=6,
-        ),
-        proptest::collection::vec(
-            (
-                any::<u8>(),
-                any::<u8>(),
-                any::<u16>(),
-                any::<u8>(),
-                any::<u8>(),
-            )
-                .prop_map(|(f, k, a, m, t)| poll_step(f, k, a, m, t)),
-            1..=BATCH,
-        ),
+        wire_seeds(1),
+        poll_steps(),
         proptest::collection::vec(tunnel(), 1..=3),
         proptest::collection::vec(mischief(), 1..=BATCH),
     );

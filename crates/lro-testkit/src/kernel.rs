@@ -28,6 +28,8 @@ use crate::sys::{self, Cleanup, Gso, PacketSocket};
 use lro_core::encap::Encap;
 use lro_core::testing::TCP_CWR;
 use lro_core::{Config, Engine, OutChecksum, RxChecksum, RxMeta, SegmentInfo, Sizes};
+use proptest::strategy::Strategy;
+use proptest::test_runner::{Config as RunnerConfig, RngAlgorithm, TestRng, TestRunner};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -447,28 +449,46 @@ pub fn describe(input: &[Vec<u8>], kernel: &[Vec<u8>], ours: &[Vec<u8>]) -> Stri
     s
 }
 
-/// A flow seed of the scenario generator ([`crate::scenario`]) whose link layer a wire can
-/// carry: `link` 0 untagged Ethernet, 1 one 802.1Q tag, 2 802.1ad over 802.1Q (the other
-/// bits as given).
-pub fn wire_seed(shape: u8, twin: u8, misc: u32, link: u8) -> FlowSeed {
-    // Bits 1 to 3 of the shape choose the link layer with the others (`built::link_shape`,
-    // modulo 6): pick the value that makes it `link`.
-    let shape = (0u8..8)
-        .map(|k| (shape & !0x0e) | (k << 1))
-        .find(|s| (s >> 1) % 6 == link % 3)
-        .expect("eight consecutive values cover every remainder modulo 6");
-    FlowSeed { shape, twin, misc }
+/// 1 to 6 flow seeds of the scenario generator ([`crate::scenario`]) whose link layer a wire
+/// can carry, of the first `links` of: untagged Ethernet, one 802.1Q tag, 802.1ad over 802.1Q.
+pub fn wire_seeds(links: u8) -> impl Strategy<Value = Vec<FlowSeed>> {
+    let seed = (FlowSeed::strategy(), 0..links.max(1)).prop_map(|(seed, link)| {
+        // Bits 1 to 3 of the shape choose the link layer with the others
+        // (`built::link_shape`, modulo 6): pick the value that makes it `link`.
+        let shape = (0u8..8)
+            .map(|k| (seed.shape & !0x0e) | (k << 1))
+            .find(|s| (s >> 1) % 6 == link % 3)
+            .expect("eight consecutive values cover every remainder modulo 6");
+        FlowSeed { shape, ..seed }
+    });
+    proptest::collection::vec(seed, 1..=6)
 }
 
-/// A scenario step with no flush point (the batch is one poll); `t` picks the clock step.
-pub fn poll_step(flow: u8, kind: u8, a: u16, m: u8, t: u8) -> ScenarioStep {
-    ScenarioStep {
-        flow,
-        kind,
-        a,
-        m,
-        t: 0x30 | (t & 0x0f),
-    }
+/// 1 to [`BATCH`] scenario steps with no flush point (the batch is one poll; `t` picks only
+/// the clock step).
+pub fn poll_steps() -> impl Strategy<Value = Vec<ScenarioStep>> {
+    let step = ScenarioStep::strategy().prop_map(|s| ScenarioStep {
+        t: 0x30 | (s.t & 0x0f),
+        ..s
+    });
+    proptest::collection::vec(step, 1..=BATCH)
+}
+
+/// The kernel tests' runner of generated batches and their number: `LRO_KERNEL_GRO_CASES`
+/// batches (`cases` without it), from the seed `LRO_KERNEL_GRO_SEED` (`seed` without it), so
+/// the same batches every run; no failure file, at most 200 shrinking steps (each a round
+/// through the kernel).
+pub fn runner(cases: u32, seed: u64) -> (TestRunner, u32) {
+    let cases = setting("LRO_KERNEL_GRO_CASES", u64::from(cases)) as u32;
+    let config = RunnerConfig {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 200,
+        ..RunnerConfig::default()
+    };
+    let key = rng_seed(setting("LRO_KERNEL_GRO_SEED", seed));
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &key);
+    (TestRunner::new_with_rng(config, rng), cases)
 }
 
 /// The frames of a generated scenario (`Gro`, software checksums) with the flow each belongs
@@ -551,7 +571,7 @@ pub fn captures(committed: &[(&str, usize)]) -> Vec<(String, Vec<Vec<u8>>)> {
 
 /// The number in the environment variable `name`, or `default` when it is unset or not a
 /// number (the kernel tests' `LRO_KERNEL_GRO_CASES` and `LRO_KERNEL_GRO_SEED`).
-pub fn setting(name: &str, default: u64) -> u64 {
+fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -560,7 +580,7 @@ pub fn setting(name: &str, default: u64) -> u64 {
 
 /// A 32-byte RNG seed (proptest's ChaCha `TestRng::from_seed`) made from `seed`: the same
 /// batches every run for the same number.
-pub fn rng_seed(seed: u64) -> [u8; 32] {
+fn rng_seed(seed: u64) -> [u8; 32] {
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
     key

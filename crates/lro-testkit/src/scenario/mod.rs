@@ -24,6 +24,7 @@ use lro_core::testing::{
     VlanTag, TCP_ACK, TCP_CWR, TCP_ECE, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, TCP_URG,
 };
 use lro_core::{Config, Engine, OutChecksum, RssHash, RssType, RxChecksum, RxMeta, Sizes, Stats};
+use proptest::prelude::{any, Strategy};
 
 /// One step of a scenario as proptest generates it; the interpreter gives it meaning.
 #[derive(Debug, Clone, Copy)]
@@ -71,6 +72,27 @@ pub struct Knobs {
     pub verified: bool,
 }
 
+impl Step {
+    /// Any step: every byte of it drawn at random (the interpreter gives each value a
+    /// meaning).
+    pub fn strategy() -> impl Strategy<Value = Step> {
+        (
+            any::<u8>(),
+            any::<u8>(),
+            any::<u16>(),
+            any::<u8>(),
+            any::<u8>(),
+        )
+            .prop_map(|(flow, kind, a, m, t)| Step {
+                flow,
+                kind,
+                a,
+                m,
+                t,
+            })
+    }
+}
+
 /// Description of one flow: seed bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct FlowSeed {
@@ -80,6 +102,17 @@ pub struct FlowSeed {
     pub twin: u8,
     /// MSS, timestamps, fixed IP ID, initial numbers.
     pub misc: u32,
+}
+
+impl FlowSeed {
+    /// Any flow seed.
+    pub fn strategy() -> impl Strategy<Value = FlowSeed> {
+        (any::<u8>(), any::<u8>(), any::<u32>()).prop_map(|(shape, twin, misc)| FlowSeed {
+            shape,
+            twin,
+            misc,
+        })
+    }
 }
 
 /// Ground truth about one pushed frame.
