@@ -40,14 +40,15 @@ csum=${CSUM:-trust}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# Both builds share target/: the feature sets are cached side by side, only the binary is
-# copied out.
+# Both builds share the target directory: the feature sets are cached side by side, only the
+# binary is copied out.
+tgt=${CARGO_TARGET_DIR:-target}
 cargo build --release --quiet --no-default-features
-cp target/release/lro "$work/lro-nogre"
+cp "$tgt/release/lro" "$work/lro-nogre"
 cargo build --release --quiet --example gre_wrap
 cargo build --release --quiet
-lro=target/release/lro
-wrap=target/release/examples/gre_wrap
+lro=$tgt/release/lro
+wrap=$tgt/release/examples/gre_wrap
 
 case $capture in
   *.xz) xz -dc "$capture" > "$work/plain.pcap" ;;

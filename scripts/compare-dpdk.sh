@@ -46,7 +46,8 @@ case $capture in
 esac
 
 cargo build --release --quiet
-lro=target/release/lro
+# cargo's target directory, wherever CARGO_TARGET_DIR puts it
+lro=${CARGO_TARGET_DIR:-target}/release/lro
 
 variants=(dpdk lro lro_partial gro gro_partial floor)
 opts_lro=()

@@ -53,7 +53,7 @@ if ! cargo build --quiet --release --manifest-path firmware/Cargo.toml -p fw-mac
   echo "mac-e2e: firmware build FAILED"
   exit 1
 fi
-elf=firmware/target/armv7a-none-eabi/release/fw-mac-e2e
+elf=${CARGO_TARGET_DIR:-firmware/target}/armv7a-none-eabi/release/fw-mac-e2e
 
 ip netns add "$ns"
 ip -n "$ns" link set lo up

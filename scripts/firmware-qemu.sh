@@ -38,7 +38,7 @@ fi
 # The host tool first: RUSTC_BOOTSTRAP (below) is part of cargo's fingerprint, so building it
 # after the export would rebuild the whole tool.
 cargo build --quiet --release --bin lro
-lro=$root/target/release/lro
+lro=${CARGO_TARGET_DIR:-$root/target}/release/lro
 eval "$exports"
 
 log=$(mktemp -d)
@@ -80,7 +80,7 @@ for b in "${BOARDS[@]}"; do
     status=1
     continue
   fi
-  elf=firmware/target/$target/release/fw-replay
+  elf=${CARGO_TARGET_DIR:-firmware/target}/$target/release/fw-replay
   out_dir=$(grep '"reason":"build-script-executed"' "$log/build.json" | grep '"package_id":"[^"]*fw-replay' |
     sed -E 's/.*"out_dir":"([^"]*)".*/\1/' | tail -n1)
   [ -f "$out_dir/slice.pcap" ] || { echo "firmware $machine $core: the build step wrote no slice.pcap"; status=1; continue; }

@@ -46,7 +46,7 @@ trap 'exit 130' INT TERM
 
 echo "== building the example (release)"
 cargo build --release --quiet -p drivers-myri --example xdp_server --features xdp,smoltcp
-bin=$PWD/target/release/examples/xdp_server
+bin=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/examples/xdp_server
 
 echo "== namespaces $nsa / $nsb, veth $ifa <-> $ifb"
 ip netns add "$nsa"
