@@ -160,9 +160,9 @@ fn report(board: &Board, frames: u64, s: &Stats, stack: &Stack<'_>, used_stack: 
     line.clear();
     let _ = write!(
         line,
-        "fw: stats frames_in={} frames_out={} segments={} coalesced={} frames_merged={} data_frames_in={} data_frames_out={} acks_merged={} absorbed={} trimmed={} evictions={} predicted={}",
+        "fw: stats frames_in={} frames_out={} segments={} coalesced={} frames_merged={} data_frames_in={} data_frames_out={} acks_merged={} absorbed={} trimmed={} evictions={} forgotten={} predicted={}",
         s.frames_in, s.segments, s.segments, s.coalesced, s.frames_merged, s.data_in, s.data_out,
-        s.acks_merged, s.absorbed, s.trimmed, s.evictions, s.predicted,
+        s.acks_merged, s.absorbed, s.trimmed, s.evictions, s.forgotten, s.predicted,
     );
     for r in PassReason::ALL {
         let _ = write!(line, " passed.{}={}", r.name(), s.passed(*r));
