@@ -164,4 +164,4 @@ pub use coalesce::{
 };
 pub use flow::FlowKey;
 pub use meta::{LinkKind, RssHash, RssType, RxChecksum, RxMeta};
-pub use stats::{FlushReason, PassReason, Stats, TunnelStats, Verdict};
+pub use stats::{Counter, FlushReason, PassReason, Stats, TunnelStats, Verdict};

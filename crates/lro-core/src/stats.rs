@@ -35,6 +35,12 @@ macro_rules! reason_enum {
             }
         }
 
+        impl From<$name> for &'static str {
+            fn from(r: $name) -> &'static str {
+                r.name()
+            }
+        }
+
         impl core::fmt::Display for $name {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 f.write_str(self.name())
@@ -218,12 +224,41 @@ impl TunnelStats {
     }
 
     fn add(&mut self, other: &TunnelStats) {
-        self.frames_in += other.frames_in;
-        self.frames_merged += other.frames_merged;
-        self.acks_merged += other.acks_merged;
-        for (a, b) in self.passed.iter_mut().zip(other.passed.iter()) {
-            *a += b;
-        }
+        // Without `..`: a counter added to the struct and not here does not compile.
+        let TunnelStats {
+            frames_in,
+            frames_merged,
+            acks_merged,
+            passed,
+        } = other;
+        self.frames_in += frames_in;
+        self.frames_merged += frames_merged;
+        self.acks_merged += acks_merged;
+        add_each(&mut self.passed, passed);
+    }
+
+    /// Every counter, named (see [`Stats::counters`]): the totals, then `passed.*`.
+    fn counters(&self) -> impl Iterator<Item = Counter> + '_ {
+        // Without `..`: a counter added to the struct and not here does not compile.
+        let TunnelStats {
+            frames_in,
+            frames_merged,
+            acks_merged,
+            passed,
+        } = self;
+        let totals = [
+            ("frames_in", *frames_in),
+            ("frames_merged", *frames_merged),
+            ("acks_merged", *acks_merged),
+        ];
+        totals
+            .into_iter()
+            .map(|(name, value)| Counter {
+                group: Group::Tunnel,
+                name,
+                value,
+            })
+            .chain(by_reason(Group::TunnelPassed, PassReason::ALL, passed))
     }
 }
 
@@ -339,27 +374,332 @@ impl Stats {
 
     /// Adds another set of counters to this one (e.g. to sum per-queue engines).
     pub fn add(&mut self, other: &Stats) {
-        self.frames_in += other.frames_in;
-        self.frames_out += other.frames_out;
-        self.segments += other.segments;
-        self.coalesced += other.coalesced;
-        self.data_in += other.data_in;
-        self.data_out += other.data_out;
-        self.frames_merged += other.frames_merged;
-        self.acks_merged += other.acks_merged;
-        self.absorbed += other.absorbed;
-        self.trimmed += other.trimmed;
-        self.evictions += other.evictions;
-        self.forgotten += other.forgotten;
-        self.predicted += other.predicted;
-        self.prediction_paused += other.prediction_paused;
-        self.bypassed_bursts += other.bypassed_bursts;
-        for (a, b) in self.passed.iter_mut().zip(other.passed.iter()) {
-            *a += b;
+        // Without `..`: a counter added to the struct and not here does not compile.
+        let Stats {
+            frames_in,
+            frames_out,
+            segments,
+            coalesced,
+            data_in,
+            data_out,
+            frames_merged,
+            acks_merged,
+            absorbed,
+            trimmed,
+            evictions,
+            forgotten,
+            predicted,
+            prediction_paused,
+            bypassed_bursts,
+            passed,
+            flushes,
+            tunnel,
+        } = other;
+        self.frames_in += frames_in;
+        self.frames_out += frames_out;
+        self.segments += segments;
+        self.coalesced += coalesced;
+        self.data_in += data_in;
+        self.data_out += data_out;
+        self.frames_merged += frames_merged;
+        self.acks_merged += acks_merged;
+        self.absorbed += absorbed;
+        self.trimmed += trimmed;
+        self.evictions += evictions;
+        self.forgotten += forgotten;
+        self.predicted += predicted;
+        self.prediction_paused += prediction_paused;
+        self.bypassed_bursts += bypassed_bursts;
+        add_each(&mut self.passed, passed);
+        add_each(&mut self.flushes, flushes);
+        self.tunnel.add(tunnel);
+    }
+
+    /// Every counter, each with its name: the totals (named as their fields), then
+    /// `passed.*` and `flushes.*` (named by [`PassReason::name`] and [`FlushReason::name`]),
+    /// then the tunnel's, under `tunnel.` ([`TunnelStats`]). The names are unique, and the
+    /// order is the same for every `Stats` of this version of the crate.
+    ///
+    /// For reports and logs that must not miss a counter, such as a line printed over a
+    /// serial port: no allocation, and a counter added to `Stats` in a later version comes
+    /// with it.
+    ///
+    /// ```
+    /// use core::fmt::Write;
+    /// use lro_core::{PassReason, Stats};
+    ///
+    /// let mut stats = Stats::new();
+    /// stats.frames_in = 3;
+    /// stats.passed[PassReason::NotIp.index()] = 1;
+    ///
+    /// let mut line = String::new();
+    /// for c in stats.counters().filter(|c| c.value != 0) {
+    ///     write!(line, " {c}").unwrap();
+    /// }
+    /// assert_eq!(line, " frames_in=3 passed.not_ip=1");
+    ///
+    /// let names: Vec<String> = stats.counters().map(|c| c.key().to_string()).collect();
+    /// assert_eq!(names[0], "frames_in");
+    /// assert!(names.contains(&"flushes.seq_gap".to_string()));
+    /// assert!(names.contains(&"tunnel.passed.encap".to_string()));
+    /// ```
+    pub fn counters(&self) -> impl Iterator<Item = Counter> + '_ {
+        // Without `..`: a counter added to the struct and not here does not compile.
+        let Stats {
+            frames_in,
+            frames_out,
+            segments,
+            coalesced,
+            data_in,
+            data_out,
+            frames_merged,
+            acks_merged,
+            absorbed,
+            trimmed,
+            evictions,
+            forgotten,
+            predicted,
+            prediction_paused,
+            bypassed_bursts,
+            passed,
+            flushes,
+            tunnel,
+        } = self;
+        let totals = [
+            ("frames_in", *frames_in),
+            ("frames_out", *frames_out),
+            ("segments", *segments),
+            ("coalesced", *coalesced),
+            ("data_in", *data_in),
+            ("data_out", *data_out),
+            ("frames_merged", *frames_merged),
+            ("acks_merged", *acks_merged),
+            ("absorbed", *absorbed),
+            ("trimmed", *trimmed),
+            ("evictions", *evictions),
+            ("forgotten", *forgotten),
+            ("predicted", *predicted),
+            ("prediction_paused", *prediction_paused),
+            ("bypassed_bursts", *bypassed_bursts),
+        ];
+        totals
+            .into_iter()
+            .map(|(name, value)| Counter {
+                group: Group::Totals,
+                name,
+                value,
+            })
+            .chain(by_reason(Group::Passed, PassReason::ALL, passed))
+            .chain(by_reason(Group::Flushes, FlushReason::ALL, flushes))
+            .chain(tunnel.counters())
+    }
+}
+
+/// `a[i] += b[i]` for every counter of a by-reason array.
+fn add_each<const N: usize>(a: &mut [u64; N], b: &[u64; N]) {
+    for (a, b) in a.iter_mut().zip(b) {
+        *a += b;
+    }
+}
+
+/// The counters of a by-reason array, named by their reasons.
+fn by_reason<'a, R: Copy + Into<&'static str>>(
+    group: Group,
+    reasons: &'static [R],
+    values: &'a [u64],
+) -> impl Iterator<Item = Counter> + 'a {
+    reasons.iter().zip(values).map(move |(r, &value)| Counter {
+        group,
+        name: (*r).into(),
+        value,
+    })
+}
+
+/// Where a [`Counter`] sits in [`Stats`]: the prefix of its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Group {
+    /// The totals: `Stats`' own fields (`frames_in`, `segments`...).
+    Totals,
+    /// [`Stats::passed`], by [`PassReason`]: `passed.*`.
+    Passed,
+    /// [`Stats::flushes`], by [`FlushReason`]: `flushes.*`.
+    Flushes,
+    /// The totals of [`Stats::tunnel`]: `tunnel.*`.
+    Tunnel,
+    /// [`TunnelStats::passed`], by [`PassReason`]: `tunnel.passed.*`.
+    TunnelPassed,
+}
+
+impl Group {
+    /// The prefix of the names of its counters, with its dot (empty for the totals).
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            Group::Totals => "",
+            Group::Passed => "passed.",
+            Group::Flushes => "flushes.",
+            Group::Tunnel => "tunnel.",
+            Group::TunnelPassed => "tunnel.passed.",
         }
-        for (a, b) in self.flushes.iter_mut().zip(other.flushes.iter()) {
-            *a += b;
+    }
+}
+
+/// One counter of [`Stats`], as [`Stats::counters`] yields it.
+///
+/// Displays as `key=value` (`passed.not_ip=3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Counter {
+    /// Where it sits: the prefix of its name.
+    pub group: Group,
+    /// Its name within the group: a field's name, or a reason's ([`PassReason::name`],
+    /// [`FlushReason::name`]).
+    pub name: &'static str,
+    /// Its value.
+    pub value: u64,
+}
+
+impl Counter {
+    /// Its full name, unique among [`Stats::counters`]: the group's prefix and the name
+    /// (`frames_in`, `passed.not_ip`, `tunnel.passed.encap`). Displays without allocating.
+    pub const fn key(&self) -> Key {
+        Key {
+            group: self.group,
+            name: self.name,
         }
-        self.tunnel.add(&other.tunnel);
+    }
+}
+
+impl core::fmt::Display for Counter {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}={}", self.key(), self.value)
+    }
+}
+
+/// The full name of a [`Counter`] ([`Counter::key`]), displayed as `prefix` + `name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key {
+    group: Group,
+    name: &'static str,
+}
+
+impl core::fmt::Display for Key {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.group.prefix())?;
+        f.write_str(self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every counter a distinct value: the field's position, counted from 1.
+    fn numbered() -> Stats {
+        let mut n = 0u64;
+        let mut next = || {
+            n += 1;
+            n
+        };
+        let mut s = Stats {
+            frames_in: next(),
+            frames_out: next(),
+            segments: next(),
+            coalesced: next(),
+            data_in: next(),
+            data_out: next(),
+            frames_merged: next(),
+            acks_merged: next(),
+            absorbed: next(),
+            trimmed: next(),
+            evictions: next(),
+            forgotten: next(),
+            predicted: next(),
+            prediction_paused: next(),
+            bypassed_bursts: next(),
+            passed: [0; PassReason::COUNT],
+            flushes: [0; FlushReason::COUNT],
+            tunnel: TunnelStats::new(),
+        };
+        s.passed.iter_mut().for_each(|c| *c = next());
+        s.flushes.iter_mut().for_each(|c| *c = next());
+        s.tunnel.frames_in = next();
+        s.tunnel.frames_merged = next();
+        s.tunnel.acks_merged = next();
+        s.tunnel.passed.iter_mut().for_each(|c| *c = next());
+        s
+    }
+
+    const TOTAL: usize = 15 + PassReason::COUNT + FlushReason::COUNT + 3 + PassReason::COUNT;
+
+    #[test]
+    fn counters_cover_every_field_once_in_order() {
+        let s = numbered();
+        let mut seen = 0;
+        for (i, c) in s.counters().enumerate() {
+            assert_eq!(c.value, i as u64 + 1, "{c} out of place");
+            seen += 1;
+        }
+        assert_eq!(seen, TOTAL);
+        let c: heapless::Vec<Counter, TOTAL> = s.counters().collect();
+        assert_eq!((c[0].key().name, c[0].group), ("frames_in", Group::Totals));
+        assert_eq!(c[14].name, "bypassed_bursts");
+        assert_eq!((c[15].group, c[15].name), (Group::Passed, "not_ip"));
+        assert_eq!(c[15].value, s.passed(PassReason::NotIp));
+        let f = 15 + PassReason::COUNT;
+        assert_eq!((c[f].group, c[f].name), (Group::Flushes, "flush_all"));
+        assert_eq!(
+            (
+                c[f + FlushReason::COUNT].group,
+                c[f + FlushReason::COUNT].name
+            ),
+            (Group::Tunnel, "frames_in")
+        );
+        let last = c[TOTAL - 1];
+        assert_eq!((last.group, last.name), (Group::TunnelPassed, "bypassed"));
+        assert_eq!(last.value, s.tunnel.passed[PassReason::Bypassed.index()]);
+    }
+
+    #[test]
+    fn counter_names_are_unique() {
+        let s = Stats::new();
+        let keys: heapless::Vec<heapless::String<48>, TOTAL> = s
+            .counters()
+            .map(|c| {
+                let mut k = heapless::String::new();
+                core::fmt::write(&mut k, format_args!("{}", c.key())).unwrap();
+                k
+            })
+            .collect();
+        for (i, a) in keys.iter().enumerate() {
+            assert!(!keys[i + 1..].contains(a), "{a} twice");
+        }
+        assert!(keys.iter().any(|k| k == "tunnel.passed.not_ip"));
+        assert!(keys.iter().any(|k| k == "flushes.unknown_flow"));
+    }
+
+    #[test]
+    fn counter_displays_as_key_equals_value() {
+        let s = numbered();
+        let mut line = heapless::String::<64>::new();
+        let c = s
+            .counters()
+            .find(|c| c.group == Group::Flushes && c.name == "seq_gap");
+        core::fmt::write(&mut line, format_args!("{}", c.unwrap())).unwrap();
+        let want = 15 + PassReason::COUNT + FlushReason::SeqGap.index() + 1;
+        let mut expected = heapless::String::<64>::new();
+        core::fmt::write(&mut expected, format_args!("flushes.seq_gap={want}")).unwrap();
+        assert_eq!(line, expected);
+    }
+
+    #[test]
+    fn add_sums_every_counter() {
+        let (a, b) = (numbered(), numbered());
+        let mut sum = a.clone();
+        sum.add(&b);
+        for ((s, a), b) in sum.counters().zip(a.counters()).zip(b.counters()) {
+            assert_eq!(s.value, a.value + b.value, "{}", s.key());
+        }
+        assert_eq!(sum.counters().count(), TOTAL);
     }
 }
