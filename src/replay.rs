@@ -65,7 +65,9 @@ pub(crate) struct ReplayArgs {
     pub(crate) engine: EngineArgs,
     #[command(flatten)]
     pub(crate) hold: HoldArgs,
-    /// Print one JSON object instead of the readable summary (and no progress bar).
+    /// Print one JSON object instead of the readable summary (and no progress bar). Its
+    /// `counters` hold every counter of the engine, named as lro-core's `Stats::counters`
+    /// names them.
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -310,6 +310,17 @@ pub(crate) fn text(info: &RunInfo, s: &Stats) -> String {
     t
 }
 
+/// Every counter of `s` by its own name ([`Stats::counters`]): the `Stats` fields as the
+/// engine names them (the keys above rename some, `frames_out` among them), for tools that
+/// compare all of them, such as `scripts/firmware-qemu.sh`.
+fn all_counters(s: &Stats) -> Value {
+    Value::Object(
+        s.counters()
+            .map(|c| (c.key().to_string(), json!(c.value)))
+            .collect(),
+    )
+}
+
 fn counters(names: impl Iterator<Item = &'static str>, counts: &[u64]) -> Value {
     let mut m = Map::new();
     for (k, n) in names.zip(counts) {
@@ -359,6 +370,7 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
             "acks_merged": s.tunnel.acks_merged,
             "passed": counters(PassReason::ALL.iter().map(|r| r.name()), &s.tunnel.passed),
         },
+        "counters": all_counters(s),
         "load_ms": info.load_time.as_secs_f64() * 1e3,
         "run_ms": info.run_time.as_secs_f64() * 1e3,
         "output": info.output,

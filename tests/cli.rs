@@ -173,6 +173,49 @@ fn check_valid(p: &Pcap) -> usize {
     tcp_frames
 }
 
+/// The `counters` object holds every counter of the engine's `Stats`, by its own name, and
+/// agrees with the keys that report them under other names.
+fn check_all_counters(v: &Value) {
+    let all = v["counters"].as_object().expect("counters");
+    let names: Vec<String> = lro_core::Stats::new()
+        .counters()
+        .map(|c| c.key().to_string())
+        .collect();
+    let mut keys: Vec<&String> = all.keys().collect();
+    keys.sort();
+    let mut want: Vec<&String> = names.iter().collect();
+    want.sort();
+    assert_eq!(keys, want, "counters: every Stats counter, nothing else");
+    let c = |k: &str| all[k].as_u64().unwrap();
+    for (top, own) in [
+        ("frames_in", "frames_in"),
+        ("frames_out", "segments"),
+        ("data_frames_in", "data_in"),
+        ("data_frames_out", "data_out"),
+        ("frames_merged", "frames_merged"),
+        ("absorbed", "absorbed"),
+        ("forgotten", "forgotten"),
+    ] {
+        assert_eq!(u(v, top), c(own), "{top} and counters.{own}");
+    }
+    for group in ["passed", "flushes"] {
+        for (reason, n) in v[group].as_object().expect(group) {
+            assert_eq!(
+                n.as_u64(),
+                Some(c(&format!("{group}.{reason}"))),
+                "{group}.{reason}"
+            );
+        }
+    }
+    for (k, n) in v["tunnel"]["passed"].as_object().expect("tunnel.passed") {
+        assert_eq!(
+            n.as_u64(),
+            Some(c(&format!("tunnel.passed.{k}"))),
+            "tunnel.passed.{k}"
+        );
+    }
+}
+
 /// JSON counters agree with each other and with the input and output files.
 fn check_counts(v: &Value, input_frames: usize, output: Option<&Pcap>) {
     let frames_in = u(v, "frames_in");
@@ -214,6 +257,7 @@ fn check_counts(v: &Value, input_frames: usize, output: Option<&Pcap>) {
     }
     let (data_in, data_out) = (u(v, "data_frames_in"), u(v, "data_frames_out"));
     assert!(data_in <= frames_in && data_out <= frames_out && data_out <= data_in);
+    check_all_counters(v);
     if let Some(out) = output {
         assert_eq!(
             out.frames.len() as u64,
@@ -414,6 +458,8 @@ fn header_prediction_changes_nothing_but_the_path() {
                     for k in ["predicted", "load_ms", "run_ms", "output"] {
                         o.remove(k);
                     }
+                    let all = o.get_mut("counters").and_then(Value::as_object_mut);
+                    all.expect("counters").remove("predicted");
                 }
                 assert_eq!(v_on, v_off, "{what}: counters differ");
                 assert!(
