@@ -44,18 +44,11 @@ eval "$exports"
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
-# lro replay's --json, flattened into key=value lines (passed.* and flushes.* for the two
-# nested objects; the tunnel counters left out).
+# The `counters` object of lro replay's --json (every counter of the engine, by the names
+# `Stats::counters` gives them, as the firmware prints them), as key=value lines.
 json_kv() {
-  local j obj
-  # The tunnel counters (an object with its own `passed`) are not the firmware's: dropped.
-  j=$(sed -E 's/"tunnel":\{[^{}]*("passed":\{[^}]*\}[^{}]*)?\},?//' <<<"$1")
-  for obj in passed flushes; do
-    grep -o "\"$obj\":{[^}]*}" <<<"$j" | sed "s/^\"$obj\":{//; s/}\$//" | tr ',' '\n' |
-      sed -E "s/^\"([a-z_0-9]+)\":/$obj.\\1=/"
-  done
-  sed -E 's/"(passed|flushes)":\{[^}]*\}//g' <<<"$j" | tr ',{}' '\n\n\n' |
-    grep -E '^"[a-z_0-9]+":-?[0-9]+$' | sed -E 's/^"([a-z_0-9]+)":/\1=/'
+  grep -o '"counters":{[^}]*}' <<<"$1" | sed 's/^"counters":{//; s/}$//' | tr ',' '\n' |
+    sed -E 's/^"([a-z_0-9.]+)":/\1=/'
 }
 
 # `key=value` of the word list in $2 whose key is $1.
@@ -91,7 +84,8 @@ for b in "${BOARDS[@]}"; do
   rc=$?
   set -e
   head_line=$(sed -n 's/^fw: board=/board=/p' "$log/qemu.out")
-  stats=$(sed -n 's/^fw: stats //p' "$log/qemu.out")
+  # The counters may take several lines.
+  stats=$(sed -n 's/^fw: stats //p' "$log/qemu.out" | tr '\n' ' ')
   memory=$(sed -n 's/^fw: memory //p' "$log/qemu.out")
   sizing=$(sed -n 's/^fw: sizing //p' "$log/qemu.out")
   if [ $rc -ne 0 ] || [ -z "$stats" ]; then
@@ -125,6 +119,10 @@ for b in "${BOARDS[@]}"; do
     fi
   done
   n=$(wc -w <<<"$stats")
+  if [ "$n" -ne "$(wc -l <<<"$host_kv")" ]; then
+    echo "firmware $machine: $n counters, lro replay: $(wc -l <<<"$host_kv")"
+    diffs=$((diffs + 1))
+  fi
 
   # Footprint. The frames blob is .rodata too; shown apart.
   blob=$(stat -c %s "$out_dir/frames.bin")

@@ -17,7 +17,7 @@ use core::fmt::Write as _;
 
 use cortex_m_rt::entry;
 use heapless::{String, Vec};
-use lro_core::{Engine, FlushReason, PassReason, RxMeta, Segment, Sink, Sizes, Stats};
+use lro_core::{Engine, RxMeta, Segment, Sink, Sizes, Stats};
 
 use board::{Board, BOARD};
 
@@ -157,18 +157,18 @@ fn report(board: &Board, frames: u64, s: &Stats, stack: &Stack<'_>, used_stack: 
     );
     semihosting::println!("{line}");
 
+    // Every counter of the engine (`Stats::counters`, by the names `lro replay --json` gives
+    // them under `counters`), on as many lines as they take.
     line.clear();
-    let _ = write!(
-        line,
-        "fw: stats frames_in={} frames_out={} segments={} coalesced={} frames_merged={} data_frames_in={} data_frames_out={} acks_merged={} absorbed={} trimmed={} evictions={} forgotten={} predicted={}",
-        s.frames_in, s.segments, s.segments, s.coalesced, s.frames_merged, s.data_in, s.data_out,
-        s.acks_merged, s.absorbed, s.trimmed, s.evictions, s.forgotten, s.predicted,
-    );
-    for r in PassReason::ALL {
-        let _ = write!(line, " passed.{}={}", r.name(), s.passed(*r));
-    }
-    for r in FlushReason::ALL {
-        let _ = write!(line, " flushes.{}={}", r.name(), s.flushed(*r));
+    for c in s.counters() {
+        if line.len() > 900 {
+            semihosting::println!("{line}");
+            line.clear();
+        }
+        if line.is_empty() {
+            let _ = write!(line, "fw: stats");
+        }
+        let _ = write!(line, " {c}");
     }
     semihosting::println!("{line}");
 
