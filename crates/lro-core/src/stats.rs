@@ -374,45 +374,12 @@ impl Stats {
 
     /// Adds another set of counters to this one (e.g. to sum per-queue engines).
     pub fn add(&mut self, other: &Stats) {
-        // Without `..`: a counter added to the struct and not here does not compile.
-        let Stats {
-            frames_in,
-            frames_out,
-            segments,
-            coalesced,
-            data_in,
-            data_out,
-            frames_merged,
-            acks_merged,
-            absorbed,
-            trimmed,
-            evictions,
-            forgotten,
-            predicted,
-            prediction_paused,
-            bypassed_bursts,
-            passed,
-            flushes,
-            tunnel,
-        } = other;
-        self.frames_in += frames_in;
-        self.frames_out += frames_out;
-        self.segments += segments;
-        self.coalesced += coalesced;
-        self.data_in += data_in;
-        self.data_out += data_out;
-        self.frames_merged += frames_merged;
-        self.acks_merged += acks_merged;
-        self.absorbed += absorbed;
-        self.trimmed += trimmed;
-        self.evictions += evictions;
-        self.forgotten += forgotten;
-        self.predicted += predicted;
-        self.prediction_paused += prediction_paused;
-        self.bypassed_bursts += bypassed_bursts;
-        add_each(&mut self.passed, passed);
-        add_each(&mut self.flushes, flushes);
-        self.tunnel.add(tunnel);
+        for ((_, a), (_, b)) in self.totals_mut().into_iter().zip(other.totals()) {
+            *a += b;
+        }
+        add_each(&mut self.passed, &other.passed);
+        add_each(&mut self.flushes, &other.flushes);
+        self.tunnel.add(&other.tunnel);
     }
 
     /// Every counter, each with its name: the totals (named as their fields), then
@@ -444,56 +411,58 @@ impl Stats {
     /// assert!(names.contains(&"tunnel.passed.encap".to_string()));
     /// ```
     pub fn counters(&self) -> impl Iterator<Item = Counter> + '_ {
-        // Without `..`: a counter added to the struct and not here does not compile.
-        let Stats {
-            frames_in,
-            frames_out,
-            segments,
-            coalesced,
-            data_in,
-            data_out,
-            frames_merged,
-            acks_merged,
-            absorbed,
-            trimmed,
-            evictions,
-            forgotten,
-            predicted,
-            prediction_paused,
-            bypassed_bursts,
-            passed,
-            flushes,
-            tunnel,
-        } = self;
-        let totals = [
-            ("frames_in", *frames_in),
-            ("frames_out", *frames_out),
-            ("segments", *segments),
-            ("coalesced", *coalesced),
-            ("data_in", *data_in),
-            ("data_out", *data_out),
-            ("frames_merged", *frames_merged),
-            ("acks_merged", *acks_merged),
-            ("absorbed", *absorbed),
-            ("trimmed", *trimmed),
-            ("evictions", *evictions),
-            ("forgotten", *forgotten),
-            ("predicted", *predicted),
-            ("prediction_paused", *prediction_paused),
-            ("bypassed_bursts", *bypassed_bursts),
-        ];
-        totals
+        self.totals()
             .into_iter()
             .map(|(name, value)| Counter {
                 group: Group::Totals,
                 name,
                 value,
             })
-            .chain(by_reason(Group::Passed, PassReason::ALL, passed))
-            .chain(by_reason(Group::Flushes, FlushReason::ALL, flushes))
-            .chain(tunnel.counters())
+            .chain(by_reason(Group::Passed, PassReason::ALL, &self.passed))
+            .chain(by_reason(Group::Flushes, FlushReason::ALL, &self.flushes))
+            .chain(self.tunnel.counters())
     }
 }
+
+/// The totals of [`Stats`] (its fields but the by-reason arrays and the tunnel's part), listed
+/// once for [`Stats::add`] and [`Stats::counters`]: `Stats::totals` and `Stats::totals_mut`,
+/// each with the field's name. Both destructure `Stats` without `..`, so a field added to the
+/// struct and not to this list does not compile.
+macro_rules! totals {
+    ($($field:ident),+ $(,)?) => {
+        impl Stats {
+            const TOTALS: usize = [$(stringify!($field)),+].len();
+
+            fn totals(&self) -> [(&'static str, u64); Self::TOTALS] {
+                let Stats { $($field,)+ passed: _, flushes: _, tunnel: _ } = self;
+                [$((stringify!($field), *$field)),+]
+            }
+
+            fn totals_mut(&mut self) -> [(&'static str, &mut u64); Self::TOTALS] {
+                let Stats { $($field,)+ passed: _, flushes: _, tunnel: _ } = self;
+                [$((stringify!($field), $field)),+]
+            }
+        }
+    };
+}
+
+totals!(
+    frames_in,
+    frames_out,
+    segments,
+    coalesced,
+    data_in,
+    data_out,
+    frames_merged,
+    acks_merged,
+    absorbed,
+    trimmed,
+    evictions,
+    forgotten,
+    predicted,
+    prediction_paused,
+    bypassed_bursts,
+);
 
 /// `a[i] += b[i]` for every counter of a by-reason array.
 fn add_each<const N: usize>(a: &mut [u64; N], b: &[u64; N]) {
