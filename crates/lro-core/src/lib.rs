@@ -150,6 +150,7 @@ pub mod parse;
 pub mod rss;
 pub mod stats;
 #[cfg(any(test, feature = "test-utils"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-utils")))]
 pub mod testing;
 pub mod tx;
 pub mod wire;

@@ -109,7 +109,7 @@
 //!
 //! # Modules
 //! - [`wire`]: the GRE header's field table and a view over bytes.
-//! - `testing` (feature `test-utils`): [`testing::GreSpec`] wraps frames in GRE with correct
+//! - `testing` (feature `test-utils`): `testing::GreSpec` wraps frames in GRE with correct
 //!   outer lengths and checksums, for tests, fuzz targets and examples.
 //!
 //! [`PassReason::Encap`]: lro_core::PassReason::Encap
