@@ -85,7 +85,7 @@ pub struct EncapHeader {
     /// and everything after it to the end of the outer datagram, without a pseudo header (GRE
     /// with the C flag). The engine verifies it before merging (from a CHECKSUM_COMPLETE sum
     /// without reading payload, else in software, or trusts
-    /// [`RxChecksum::Verified`](crate::RxChecksum)), never merges a frame whose checksum is
+    /// [`RxChecksum::Verified`](crate::RxChecksum::Verified)), never merges a frame whose checksum is
     /// wrong, and has [`Encap::fix`] rewrite it. Every other byte of the header must be equal
     /// in frames that merge (header prediction compares them).
     pub checksum: Option<usize>,
@@ -116,7 +116,7 @@ pub struct EncapFix {
     pub payload_len: usize,
     /// Their ones'-complement sum, folded; `None` when the header has no checksum over them
     /// ([`EncapHeader::checksum`] is `None`), or when the output carries a partial TCP checksum
-    /// ([`OutChecksum::Partial`](crate::OutChecksum)) and no sum was kept.
+    /// ([`OutChecksum::Partial`](crate::OutChecksum::Partial)) and no sum was kept.
     pub payload_sum: Option<u16>,
 }
 

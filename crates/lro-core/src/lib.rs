@@ -87,9 +87,9 @@
 //!   `net/ipv6/ip6_offload.c`): only what [`gso::resegment`] turns back into the exact original
 //!   frames. For forwarding.
 //! - [`Policy::Lro`] is for an endpoint: it also absorbs pure ACKs whose ACK number advances
-//!   (FreeBSD `tcp_lro_condense`, Myri10GE's inet_lro patch), merges data whose ACK number
-//!   advances and aligned timestamps whose TSval does not go backwards. Duplicate ACKs, SACK,
-//!   SYN/RST/URG and ECN changes are never merged.
+//!   or whose window opens at the same ACK number (FreeBSD `tcp_lro_condense`, Myri10GE's
+//!   inet_lro patch), merges data whose ACK number advances and aligned timestamps whose TSval
+//!   does not go backwards. Duplicate ACKs, SACK, SYN/RST/URG and ECN changes are never merged.
 //!
 //! Every rule of both is one function in one table, citing its source; the general path and
 //! header prediction call the same rules.

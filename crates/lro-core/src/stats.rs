@@ -100,8 +100,9 @@ reason_enum! {
         Options => "options",
         /// A pure ACK with nothing held whose flow has no recorded ACK state (`Lro`): it could
         /// be a duplicate, and a held ACK may be superseded, so it is delivered alone; the
-        /// flow's next ACK can then be held. The state is kept for `M` flows
-        /// ([`Engine`](crate::Engine)) and cleared by SYN and RST.
+        /// flow's next ACK can then be held. The state is kept in
+        /// [`Capacity::ACKS`](crate::Capacity::ACKS) records (256 with the default
+        /// [`Sizes`](crate::Sizes)), direct-mapped by flow hash, and cleared by SYN and RST.
         UnknownAck => "unknown_ack",
         /// Passed through unparsed during a pause of coalescing
         /// ([`Config::adaptive_bypass`](crate::Config::adaptive_bypass)): the last burst
@@ -304,14 +305,14 @@ pub struct Stats {
     /// fewer entries than the traffic has active flows (each direction of a connection is
     /// one): a larger one ([`Sizes`](crate::Sizes)) keeps them.
     pub forgotten: u64,
-    /// Frames header prediction took ([`Config::header_prediction`](crate::Config)), without
+    /// Frames header prediction took ([`Config::header_prediction`](crate::Config::header_prediction)), without
     /// the parser and the flow lookup: appended, absorbed, starting their flow's next segment,
     /// or passed alone (a pure ACK under `Gro`; a SACK pure ACK read as a variant of its
     /// flow's template, under either policy).
     pub predicted: u64,
     /// Bursts (the frames between two `flush_all` or `flush_idle` calls) run without header
     /// prediction: it pauses after a burst in which it took fewer than one frame in eight, for
-    /// 1 to 16 bursts (see [`Config::header_prediction`](crate::Config)).
+    /// 1 to 16 bursts (see [`Config::header_prediction`](crate::Config::header_prediction)).
     pub prediction_paused: u64,
     /// Bursts whose frames passed through without coalescing
     /// ([`Config::adaptive_bypass`](crate::Config::adaptive_bypass)): it pauses after a burst

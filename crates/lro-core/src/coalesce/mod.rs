@@ -40,7 +40,7 @@ pub enum Policy {
     /// anyone who needs reversibility.
     Gro,
     /// For an endpoint: everything `Gro` merges with the MSS rule relaxed, plus pure ACKs whose
-    /// ACK number advances (superseded ACKs are released, the newest ACK, window and timestamps
+    /// ACK number advances or whose window opens at the same ACK number (superseded ACKs are released, the newest ACK, window and timestamps
     /// win) and data whose ACK number advances, with aligned TCP timestamps whose TSval does not
     /// go backwards. FreeBSD `tcp_lro_condense`, Myri10GE's patched `inet_lro`.
     #[default]
@@ -482,6 +482,9 @@ impl<'a, F: AsRef<[u8]>> Segment<'a, F> {
     /// Takes the frames out (head first) with the byte range of each that belongs to the
     /// segment: for a driver that hands the pieces on (scatter-gather) and recycles each frame
     /// when its piece is consumed.
+    ///
+    /// (The frames are made by `lro_core::testing`, which needs the crate's `test-utils`
+    /// feature.)
     ///
     /// ```
     /// use lro_core::{Config, Engine, RxChecksum, RxMeta, Segment, Sink};
