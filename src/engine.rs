@@ -113,7 +113,7 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_enum, default_value_t = PolicyArg::Lro)]
     pub(crate) policy: PolicyArg,
     /// Frames offered per burst (one driver poll); the end of a burst flushes everything
-    /// unless --hold.
+    /// (in replay and explain, unless --hold).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) burst: u64,
     /// Flow-table capacity: 8, 16, 32, 64, 128, 256, 512 or 1024.
