@@ -120,3 +120,8 @@ pub use queue::{
     Accounting, LayoutError, QueueConfig, QueueStats, Refused, Replacement, RxBuf, RxError,
     RxQueue, RxQueueStorage, COPYBREAK_DEFAULT,
 };
+
+// The README's examples, compiled and run with the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -123,3 +123,8 @@ pub use ring::{
 #[cfg(feature = "smoltcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "smoltcp")))]
 pub use smoltcp;
+
+// The README's examples, compiled and run with the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

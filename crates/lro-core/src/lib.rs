@@ -166,3 +166,12 @@ pub use coalesce::{
 pub use flow::FlowKey;
 pub use meta::{LinkKind, RssHash, RssType, RxChecksum, RxMeta};
 pub use stats::{Counter, FlushReason, PassReason, Stats, TunnelStats, Verdict};
+
+// The README's examples, and those of the workspace's README (the engine's front page in the
+// repository), compiled and run with the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadmeDoctests;

@@ -491,3 +491,8 @@ mod tests {
         );
     }
 }
+
+// The README's examples, compiled and run with the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
