@@ -33,6 +33,8 @@
 //!   criterion's output.
 //!
 //! # Example
+//! (The simulated HCA, `hca::SimHca`, needs the feature `test-utils`.)
+//!
 //! ```
 //! use drivers_ipoib::hca::SimHca;
 //! use drivers_ipoib::{poll, Mode, QueueConfig, RxQueue, RxQueueStorage};

@@ -95,6 +95,9 @@ impl<'q, 'a> RxDriver for IpoibDriver<'q, 'a> {
 /// Built over an [`LroDevice`] by [`IpoibDevice::new`]: the IPoIB receive path with copybreak
 /// and coalescing in front of smoltcp.
 ///
+/// (The example needs the features `smoltcp`, `std` and `test-utils`, and `smoltcp` and
+/// `drivers-myri` as dependencies of its own.)
+///
 /// ```
 /// use drivers_ipoib::hca::SimHca;
 /// use drivers_ipoib::phy::IpoibDevice;

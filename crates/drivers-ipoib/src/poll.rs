@@ -7,6 +7,8 @@
 //! first frame's encapsulation header in front of a coalesced segment. At the end of the poll
 //! everything held is flushed, as Linux's NAPI poll ends with `napi_gro_flush`.
 //!
+//! (The simulated HCA, `hca::SimHca`, needs the feature `test-utils`.)
+//!
 //! ```
 //! use drivers_ipoib::hca::SimHca;
 //! use drivers_ipoib::{poll, Mode, QueueConfig, RxQueue, RxQueueStorage};

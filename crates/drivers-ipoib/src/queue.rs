@@ -41,6 +41,8 @@
 //! handles it lends and the queue can be used side by side; it is not `Sync`, one poll loop
 //! owns it.
 //!
+//! (The simulated HCA, `hca::SimHca`, needs the feature `test-utils`.)
+//!
 //! ```
 //! use drivers_ipoib::hca::SimHca;
 //! use drivers_ipoib::{Mode, QueueConfig, RxQueue, RxQueueStorage};

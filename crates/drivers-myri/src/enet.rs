@@ -5,8 +5,10 @@
 //! The receive ring is an `RxRing<'_, EnetRxDescriptor>`: the MAC writes frames into the ring's
 //! fragments by DMA, the ring hands them out as [`RxFrame`](crate::RxFrame)s that go into the
 //! coalescer as they are, and re-arms descriptors as frames come back. ENET stops receiving
-//! when it meets a descriptor that is not empty (it clears `RDAR`); [`Enet::kick_rx`] writes
-//! `RDAR` again, so call it after each poll, once returned frames have re-armed descriptors.
+//! when it meets a descriptor that is not empty (it clears `RDAR`); [`Enet::poll_rx`] writes
+//! `RDAR` again (counting the restarts in [`EnetStats::rx_restarts`]; [`Enet::kick_rx`] is the
+//! same without counting), so call it after each poll, once returned frames have re-armed
+//! descriptors.
 //!
 //! With the feature `smoltcp`, [`Enet`] is a transmit-only smoltcp device, to wrap in
 //! [`phy::LroDevice`](crate::phy::LroDevice) together with the ring.
@@ -25,7 +27,7 @@
 //! let mut tx_mem = Buffers([0; 96 * 1536]);
 //! let regs = EnetRegs::take_imx6ul_enet1().unwrap();
 //! // SAFETY: `enet` is dropped (at the end of this scope) before the memory it borrows.
-//! let enet = unsafe {
+//! let mut enet = unsafe {
 //!     Enet::new(regs, &ring, &mut tx_storage, &mut tx_mem.0[..8 * TX_BUFFER_SIZE],
 //!         [0x02, 0, 0, 0, 0, 2])
 //! }
@@ -34,7 +36,7 @@
 //!     // ... into the coalescer ...
 //! #   drop(frame);
 //! }
-//! enet.kick_rx();
+//! enet.poll_rx();
 //! # }
 //! ```
 //!
@@ -131,9 +133,13 @@ pub struct EnetStats {
     pub tx_frames: u64,
     /// Bytes of those frames.
     pub tx_bytes: u64,
-    /// Frames dropped: the transmit ring was full or the frame larger than a buffer.
+    /// Frames smoltcp built that were not sent because they were larger than a transmit
+    /// buffer (smoltcp's transmit token cannot fail, so such a frame is built in a scratch
+    /// buffer and dropped). [`Enet::transmit`] refuses them instead, and a full ring, without
+    /// counting: it returns `None`.
     pub tx_dropped: u64,
-    /// `RDAR` writes that restarted reception (the MAC had run out of empty descriptors).
+    /// `RDAR` writes that restarted reception (the MAC had run out of empty descriptors), by
+    /// [`Enet::poll_rx`] ([`Enet::kick_rx`] does not count).
     pub rx_restarts: u64,
 }
 
@@ -223,8 +229,8 @@ impl<'a> Enet<'a> {
     }
 
     /// Tells the MAC that empty descriptors are available (`RDAR`). Reception stops when the
-    /// MAC meets a descriptor the driver has not re-armed; call this after each poll.
-    /// Returns whether reception had stopped.
+    /// MAC meets a descriptor the driver has not re-armed; call this (or [`Enet::poll_rx`],
+    /// which counts the restarts) after each poll. Returns whether reception had stopped.
     pub fn kick_rx(&self) -> bool {
         let stopped = self.regs.read(reg::RDAR) == 0;
         self.regs.write(reg::RDAR, 1 << 24);

@@ -264,9 +264,12 @@ impl<Fr: AsRef<[u8]>, C: Capacity, const Q: usize> RxToken for LroRxToken<'_, '_
 /// A smoltcp device that receives from an [`RxDriver`] through the coalescer and transmits
 /// through `T`.
 ///
-/// `N` is the flow-table size and `S` the most frames per segment of the engine; `Q` bounds the
-/// frames of completed segments waiting for smoltcp. Give the driver at least `Q` buffers more
+/// `C` sizes the engine ([`Capacity`], e.g. [`Sizes`]`<FLOWS, FRAMES, ACKS>`; the default is
+/// 8 flows and 48 frames per segment); `Q` bounds the frames of completed segments waiting for
+/// smoltcp. Give the driver at least `Q` buffers more
 /// than its receive queue holds so it keeps receiving while they wait.
+///
+/// (smoltcp's `Loopback` needs the `std` feature besides `smoltcp`.)
 ///
 /// ```
 /// use drivers_myri::phy::{LroDevice, STAGING_LEN};

@@ -126,7 +126,8 @@ pub enum LayoutError {
     PageSmallerThanFrag,
     /// The buffer memory holds no complete page.
     NoPages,
-    /// The buffer memory holds more pages than the storage has counters for (or 65535).
+    /// The buffer memory holds more pages than the storage has counters for, or 65535 pages
+    /// or more.
     TooManyPages {
         /// Pages in the buffer memory.
         pages: usize,

@@ -114,7 +114,9 @@ impl<'r> SimMac<'r> {
     ///
     /// # Errors
     /// [`SimError::RingFull`] when the device owns no descriptor at its position; the frame
-    /// is dropped and counted in [`SimStats::missed`].
+    /// is dropped and counted in [`SimStats::missed`]. [`SimError::BadDescriptor`] when the
+    /// descriptor's buffer address is not the buffer the driver parked there (a driver bug);
+    /// the frame is not written.
     pub fn deliver(&mut self, frame: &[u8]) -> Result<usize, SimError> {
         let mut w = DeviceWrite::default();
         if self.checksum && frame.len() >= 14 {

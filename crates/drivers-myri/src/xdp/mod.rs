@@ -25,7 +25,8 @@
 //! it, and a descriptor the kernel hands back for a chunk it does not own is refused.
 //!
 //! # Example
-//! Needs root and an interface; the program detaches when `xdp` drops.
+//! Needs the features `xdp` and `smoltcp`, root and an interface; the program detaches when
+//! `xdp` drops.
 //! ```no_run
 //! use drivers_myri::phy::{LroDevice, STAGING_LEN};
 //! use drivers_myri::xdp::{XdpMode, XdpProgram, XskConfig};
