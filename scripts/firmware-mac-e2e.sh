@@ -6,10 +6,11 @@
 #   mac-e2e: <bytes> bytes byte-exact, <frames> frames -> <segments> segments
 # and exits 0 only when the firmware's hash matches the hash of the data sent.
 #
-# Needs root, /dev/net/tun, ip (iproute2) and qemu-system-arm; exit status 3 (reason printed)
-# when one is missing, so CI can skip. Everything runs in a network namespace of its own
-# (fw<pid>ns) holding the TAP device (fw<pid>t, 198.18.0.1/24; the firmware is 198.18.0.2);
-# both go away on exit, also on failure.
+# Needs root, /dev/net/tun, ip (iproute2), qemu-system-arm and the Rust library source of
+# scripts/rust-src.sh; exit status 3 (reason printed) when one is missing, so CI can skip.
+# Gives up after MAC_E2E_TIMEOUT seconds (default 240). Everything runs in a network
+# namespace of its own (fw<pid>ns) holding the TAP device (fw<pid>t, 198.18.0.1/24; the
+# firmware is 198.18.0.2); both go away on exit, also on failure.
 #
 #   scripts/firmware-mac-e2e.sh                 # 4 MiB
 #   MAC_E2E_BYTES=16777216 scripts/firmware-mac-e2e.sh

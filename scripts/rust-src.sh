@@ -10,8 +10,8 @@
 #
 # Where the source comes from, first that works:
 #   1. the cache: $RUST_SRC_CACHE/<rustc version>/library (default ~/.cache/lro-rust-src), so
-#      only the first run on a machine pays for the download (~30 MB of apt lists and a 6 MB
-#      package);
+#      only the first run on a machine pays for the download (~30 MB of compressed apt lists,
+#      ~90 MB on disk until the source is unpacked, and a 6 MB package);
 #   2. a tarball of the `library/` directory named rust-library-<rustc version>.tar.xz in
 #      $RUST_SRC_TARBALLS (a directory; unset: not looked for);
 #   3. Debian's architecture-independent `rust-src` package of the same release, from the
@@ -77,7 +77,7 @@ if [ ! -f "$dest/library/core/src/lib.rs" ]; then
     src=$(find "$tmp/x/usr/src" -maxdepth 2 -type d -name library | head -n1)
     [ -n "$src" ] && [ -f "$src/core/src/lib.rs" ] || { say "rust-src $debver has no library/core"; exit 1; }
     mv "$src" "$tmp/library"
-    rm -rf "$tmp/x" "$tmp"/rust-src_*.deb "$apt/lists"   # the lists are ~100 MB, not needed again
+    rm -rf "$tmp/x" "$tmp"/rust-src_*.deb "$apt/lists"   # the lists are ~90 MB, not needed again
   fi
   [ -f "$tmp/library/core/src/lib.rs" ] || { say "the source has no library/core/src/lib.rs"; exit 1; }
   # Atomic: a run cut short leaves no half-unpacked cache behind.

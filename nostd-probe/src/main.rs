@@ -1,8 +1,9 @@
 //! Link probe: proves lro-core links with no `std` and no allocator.
 //!
-//! Built with `cargo build -p nostd-probe --profile nostd-check`: a `#![no_std]` binary with
-//! no `#[global_allocator]`, so any use of `alloc` in lro-core (or a dependency) fails the link
-//! with "no global memory allocator found". It also runs: it coalesces two segments and exits 0
+//! Built and run by `scripts/nostd-probe.sh` (`cargo build --release --manifest-path
+//! nostd-probe/Cargo.toml`): a `#![no_std]` binary with no `#[global_allocator]`, so any use
+//! of `alloc` in lro-core (or a dependency) fails the link with "no global memory allocator
+//! found". It also runs: it coalesces two segments and exits 0
 //! only when the engine merged them, when drivers-myri's ring (descriptors and page-frag
 //! buffers on the stack, filled by its simulated MAC) fed the engine and got every buffer back,
 //! when lro-gre's engine merged two GRE-tunnelled segments, and when drivers-ipoib's receive
