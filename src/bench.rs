@@ -42,7 +42,8 @@ pub(crate) struct BenchArgs {
     pub(crate) json: bool,
     /// Time the floor reference instead of the engine: the least a coalescer does per frame
     /// (one layout, trusted checksums, direct-mapped flows, full output checksums), to compare
-    /// with. Needs `--csum trust`; the other engine settings do not apply.
+    /// with. Needs `--csum trust`; `--burst` applies, the other engine settings are checked
+    /// but do not apply.
     #[arg(long)]
     pub(crate) floor: bool,
 }

@@ -119,14 +119,16 @@ pub(crate) struct EngineArgs {
     /// Flow-table capacity: 8, 16, 32, 64, 128, 256, 512 or 1024.
     #[arg(long, default_value_t = 64)]
     pub(crate) flows: usize,
-    /// Checksums: verify in software, or trust them as a NIC's offload would.
+    /// Checksums: verify in software, trust them as a NIC's offload would, or take a
+    /// CHECKSUM_COMPLETE sum (the NIC's sum of the whole frame) and check with it.
     #[arg(long, value_enum, default_value_t = CsumArg::Verify)]
     pub(crate) csum: CsumArg,
     /// TCP checksum of coalesced segments: full, or the pseudo-header sum only.
     #[arg(long, value_enum, default_value_t = OutCsumArg::Full)]
     pub(crate) out_csum: OutCsumArg,
     /// Queue each burst and sort it by RSS hash type and hash (software Toeplitz) before
-    /// coalescing, stream by stream (FreeBSD's RSS-optimised LRO); bursts of at most 1024.
+    /// coalescing, stream by stream (FreeBSD's RSS-optimised LRO); bursts of at most 1024. Not
+    /// with --bypass or --hold.
     #[arg(long)]
     pub(crate) rss_sort: bool,
     /// Turn header prediction off: every frame through the parser and the flow lookup (the
@@ -136,7 +138,7 @@ pub(crate) struct EngineArgs {
     /// Adaptive bypass: after a burst in which 16 frames or more were held or merged and fewer
     /// than one in 32 of them merged, pass the next bursts' frames through without coalescing
     /// (1 to 16 bursts, then try again). For traffic of many flows that rarely send two frames
-    /// in a burst.
+    /// in a burst. Not with --rss-sort.
     #[arg(long)]
     pub(crate) bypass: bool,
 }

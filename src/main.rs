@@ -7,7 +7,8 @@
 //!
 //! Without INPUT the built-in capture (`data/default.pcap.xz`, made by
 //! `scripts/make-capture.sh` from real Linux TCP traffic) is used; `-` reads standard input.
-//! Every failure is one line on standard error and an exit status of its kind ([`EXIT_STATUS`]).
+//! Every failure is one line on standard error (a command line the parser refuses also gets
+//! its usage hint) and an exit status of its kind ([`EXIT_STATUS`]).
 
 mod alloc_count;
 mod bench;

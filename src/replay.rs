@@ -25,7 +25,7 @@ const OUT_SNAPLEN: u32 = 262_144;
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub(crate) struct HoldArgs {
     /// Keep flows held across bursts; a flow idle longer than --timeout-us (capture time) is
-    /// flushed before the next frame (of any kind) is handled.
+    /// flushed before the next frame (of any kind) is handled. Not with --rss-sort.
     #[arg(long)]
     pub(crate) hold: bool,
     /// Idle timeout for --hold, in microseconds of capture time.
@@ -67,7 +67,9 @@ pub(crate) struct ReplayArgs {
     pub(crate) hold: HoldArgs,
     /// Print one JSON object instead of the readable summary (and no progress bar). Its
     /// `counters` hold every counter of the engine, named as lro-core's `Stats::counters`
-    /// names them.
+    /// names them; the keys outside it name some otherwise: `frames_out` there is the frames
+    /// delivered up (each segment once, as `segments`), `counters.frames_out` the input frames
+    /// inside them.
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -1,8 +1,11 @@
 //! A smoltcp TCP server on an AF_XDP socket with the lro coalescer in front, and the two
 //! helpers `scripts/xdp-demo.sh` compares it with.
 //!
+//! Build: `cargo build --release -p drivers-myri --features xdp,smoltcp --example xdp_server`
+//! (`scripts/xdp-demo.sh` builds and runs it).
+//!
 //! ```text
-//! xdp_server IFACE [--port P] [--connections N] [--no-lro] [--mode native|generic|auto]
+//! xdp_server IFACE [--ip A.B.C.D/LEN] [--port P] [--connections N] [--no-lro] [--mode native|generic|auto]
 //!     smoltcp at --ip (default 198.18.0.2/24) with IFACE's MAC address, behind the XDP program
 //!     and an AF_XDP socket on queue 0; serves connections (reads and discards), and for each
 //!     prints bytes, throughput, frames received from AF_XDP and frames smoltcp processed.
