@@ -270,6 +270,8 @@ impl Default for TunnelStats {
 }
 
 /// 64-bit counters, FreeBSD style (`counter_u64`): they never wrap in practice.
+///
+/// [`Stats::counters`] yields every one with its name, for reports that must not miss one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Stats {
