@@ -92,7 +92,7 @@ impl TunCheck {
 #[test]
 fn kernel_client_to_smoltcp_through_ipoib_copybreak_and_coalescer() {
     if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+        lro_testkit::sys::skip(&reason);
         return;
     }
     let pid = std::process::id();
@@ -103,7 +103,7 @@ fn kernel_client_to_smoltcp_through_ipoib_copybreak_and_coalescer() {
     // A persistent TUN device with the IPoIB MTU set before smoltcp opens it (smoltcp sizes its
     // reads by the MTU it finds), then moved into the client's namespace.
     if let Err(e) = run(&["ip", "tuntap", "add", "dev", &tun_name, "mode", "tun"]) {
-        println!("skipped: cannot create a TUN device: {e}");
+        lro_testkit::sys::skip(&format!("cannot create a TUN device: {e}"));
         return;
     }
     let mtu = MODE.mtu().to_string();

@@ -196,7 +196,7 @@ fn transfer(
 #[test]
 fn kernel_client_to_smoltcp_through_ring_and_coalescer() {
     if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+        lro_testkit::sys::skip(&reason);
         return;
     }
     let pid = std::process::id();
@@ -208,7 +208,7 @@ fn kernel_client_to_smoltcp_through_ring_and_coalescer() {
     let tap = match TunTapInterface::new(&tap_name, Medium::Ethernet) {
         Ok(t) => t,
         Err(e) => {
-            println!("skipped: cannot create a TAP device: {e}");
+            lro_testkit::sys::skip(&format!("cannot create a TAP device: {e}"));
             return;
         }
     };

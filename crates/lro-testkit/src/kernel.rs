@@ -117,9 +117,7 @@ impl Kernel {
 
     /// [`Kernel::new`] for a test, or `None` after printing why the test is skipped.
     pub fn or_skip(tag: &str) -> Option<Self> {
-        Self::new(tag)
-            .map_err(|why| println!("skipped: {why}"))
-            .ok()
+        Self::new(tag).map_err(|why| sys::skip(&why)).ok()
     }
 
     /// What the kernel's GRO makes of `frames` (at most [`BATCH`]), in the order the tap saw:

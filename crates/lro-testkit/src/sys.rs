@@ -96,6 +96,39 @@ pub fn output(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// Skips the calling test, which needs something of the machine (root, a kernel feature, a
+/// network namespace, a device): prints `skipped: <why>` and returns, for the test to return.
+///
+/// - With `LRO_REQUIRE_SYSTEM_TESTS=1` in the environment the test fails instead, with the
+///   reason: on a machine known to have everything (a developer's root shell), a skip would
+///   hide a broken set-up.
+/// - With `LRO_SKIP_LOG=<file>`, the test's name and the reason are also appended to that
+///   file as a line, so a CI script can list what did not run (`cargo test` shows a passing
+///   test's output only with `--nocapture`).
+pub fn skip(why: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("an unnamed test")
+        .to_string();
+    if std::env::var_os("LRO_REQUIRE_SYSTEM_TESTS").is_some_and(|v| v == "1") {
+        panic!(
+            "{test} could not run, and LRO_REQUIRE_SYSTEM_TESTS=1 asks every system test to: {why}"
+        );
+    }
+    println!("skipped: {why}");
+    if let Some(log) = std::env::var_os("LRO_SKIP_LOG") {
+        use std::io::Write as _;
+        // One write of a whole line to a file opened for appending: lines of tests running in
+        // parallel do not interleave.
+        let line = format!("{test}: {why}\n");
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+}
+
 /// Why a test cannot run when not root: `Some("not root (<needs>)")`, else `None`.
 pub fn not_root(needs: &str) -> Option<String> {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -832,27 +832,32 @@ mod tests {
     /// on its `lo` (generic XDP, `lo` up); skips, saying why, without root or AF_XDP. Any
     /// other failure to attach is the backend's, not the machine's: the test fails.
     fn on_private_lo(f: impl FnOnce(&XdpProgram) + Send) {
+        use lro_testkit::sys::skip;
+        // The test's name, for the thread (`skip` reports it).
+        let name = std::thread::current().name().unwrap_or("test").to_string();
         std::thread::scope(|s| {
-            s.spawn(|| {
+            let thread = std::thread::Builder::new().name(name);
+            let spawned = thread.spawn_scoped(s, || {
                 if let Err(e) = sys::unshare_netns() {
-                    eprintln!("skipped: no network namespace of our own ({e})");
+                    skip(&format!("no network namespace of our own ({e})"));
                     return;
                 }
                 let up = std::process::Command::new("ip")
                     .args(["link", "set", "lo", "up"])
                     .status();
                 if !up.as_ref().is_ok_and(|s| s.success()) {
-                    eprintln!("skipped: `ip link set lo up` failed ({up:?})");
+                    skip(&format!("`ip link set lo up` failed ({up:?})"));
                     return;
                 }
                 match XdpProgram::attach("lo", XdpMode::Generic) {
                     Ok(xdp) => f(&xdp),
                     Err(e @ (XdpError::Permission { .. } | XdpError::Unsupported { .. })) => {
-                        eprintln!("skipped: {e}")
+                        skip(&e.to_string())
                     }
                     Err(e) => std::panic!("generic XDP on lo: {e}"),
                 }
             });
+            spawned.expect("spawn the test's thread");
         });
     }
 
@@ -890,7 +895,7 @@ mod tests {
             let mut sock = match xdp.socket(0, &small()) {
                 Ok(sock) => sock,
                 Err(e @ (XdpError::Permission { .. } | XdpError::Unsupported { .. })) => {
-                    eprintln!("skipped: {e}");
+                    lro_testkit::sys::skip(&e.to_string());
                     return;
                 }
                 Err(e) => std::panic!("socket: {e}"),

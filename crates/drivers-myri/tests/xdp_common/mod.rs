@@ -92,13 +92,13 @@ pub(crate) fn skip_reason() -> Option<String> {
 /// root, no AF_XDP or bpf(2), namespaces or veth pairs not allowed here).
 pub(crate) fn setup(tag: &str, queues: u32) -> Option<Net> {
     if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+        lro_testkit::sys::skip(&reason);
         return None;
     }
     match Net::new(tag, queues) {
         Ok(net) => Some(net),
         Err(e) => {
-            println!("skipped: cannot create the namespaces and veth pair: {e}");
+            lro_testkit::sys::skip(&format!("cannot create the namespaces and veth pair: {e}"));
             None
         }
     }
