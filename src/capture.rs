@@ -513,12 +513,48 @@ mod tests {
     #[test]
     fn every_truncation_is_an_error_not_a_panic() {
         let pcap = default_pcap();
-        // A whole file parses; every strict prefix that cuts a record or header is an error.
-        for cut in (0..4000).chain((4000..pcap.len()).step_by(997)) {
-            let r = Capture::parse("cut".into(), &pcap[..cut]);
-            if let Ok(c) = r {
-                // Cutting exactly at a record boundary leaves a valid, shorter capture.
-                assert!(c.records.len() < Capture::parse("x".into(), &pcap).unwrap().records.len());
+        let full = Capture::parse("x".into(), &pcap).unwrap();
+        // Where each record ends, walked here from the file's own length fields (the built-in
+        // capture is little-endian pcap: a 24-byte file header, then per record a 16-byte
+        // header whose third word is the captured length).
+        let mut ends = vec![24];
+        while let Some(h) = pcap.get(*ends.last().unwrap()..).filter(|h| h.len() >= 16) {
+            let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
+            ends.push(ends.last().unwrap() + 16 + len);
+        }
+        assert_eq!(
+            *ends.last().unwrap(),
+            pcap.len(),
+            "the walk ends at the file's end"
+        );
+        assert_eq!(ends.len() - 1, full.records.len());
+        let frame = |c: &Capture, i: usize| {
+            let r = &c.records[i];
+            c.bytes[r.offset..r.offset + r.len].to_vec()
+        };
+        for cut in (0..4000)
+            .chain((4000..pcap.len()).step_by(997))
+            .chain(ends.iter().copied())
+        {
+            match (
+                Capture::parse("cut".into(), &pcap[..cut]),
+                ends.binary_search(&cut),
+            ) {
+                // Cut at a record boundary: a valid capture of the records before it, whole.
+                (Ok(c), Ok(n)) => {
+                    assert_eq!(c.records.len(), n, "cut at {cut}");
+                    for i in 0..n {
+                        assert_eq!(frame(&c, i), frame(&full, i), "cut at {cut}, record {i}");
+                    }
+                }
+                (Err(_), Err(_)) => {}
+                (Ok(c), Err(_)) => {
+                    panic!(
+                        "cut at {cut}, inside a record or header, read as {} records",
+                        c.records.len()
+                    )
+                }
+                (Err(e), Ok(n)) => panic!("cut at {cut}, after record {n}, refused: {e}"),
             }
         }
     }
