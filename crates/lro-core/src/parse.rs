@@ -175,7 +175,8 @@ impl Parsed {
 pub enum FlowHint {
     /// Nothing: not IP, or IP headers unreadable.
     None,
-    /// Addresses known, ports not (an IP fragment, a truncated TCP header).
+    /// Addresses known, ports not (an IP fragment, a truncated TCP header), or ports not to be
+    /// trusted for the flow (routed IPv6, [`PassReason::Routed`]).
     Addresses(FlowKey),
     /// A tunnel's outer addresses known, the inner flow not (an outer IP fragment, an
     /// unreadable inner header): the key's link identity and addresses are the outer ones.

@@ -14,7 +14,8 @@ pub struct Pushed {
     pub meta: RxMeta,
     /// The reference's TCP view.
     pub tcp: Option<Tcp>,
-    /// Checksums right *and* the metadata vouches correctly (or verification is on).
+    /// Checksums right, and either the metadata vouches for them or it says nothing
+    /// (`RxChecksum::None`) and software verification is on.
     pub trusted: bool,
 }
 

@@ -2,9 +2,11 @@
 //!
 //! Every frame takes one of two ways to its [`Facts`]: header prediction reads them at the
 //! offsets of a matching template ([`predict`]), or the parser does ([`parse::parse_into`])
-//! and the checksums are verified. From there both share every step: [`Engine::judge`] applies
-//! the [rule table](super::rules) and [`Engine::act`] carries the decision out (merge, absorb,
-//! flush, start, deliver alone).
+//! and the checksums are verified. From there both ask [`Engine::judge`], which applies the
+//! [rule table](super::rules), and share the steps that carry its decision out (append,
+//! absorb, flush, start, deliver alone). The general path reaches them through
+//! [`Engine::act`]; the predicted one calls them directly, and falls back to `act` for what it
+//! does not handle itself.
 
 use core::marker::PhantomData;
 
@@ -1764,7 +1766,9 @@ where
         if matches!(hint, FlowHint::None) {
             return;
         }
-        // O(flows held), only for fragments and truncated headers.
+        // O(flows held), only for frames the parser could not read as TCP but whose addresses
+        // it knows: fragments, truncated headers, routed IPv6, and tunnelled frames whose inner
+        // flow it could not read (GRE carrying UDP among them).
         let mut cur = self.store.parts().index.oldest();
         while let Some(slot) = cur {
             let parts = self.store.parts();

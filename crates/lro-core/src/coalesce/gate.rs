@@ -31,8 +31,8 @@ const MAX_PAUSE: u16 = 16;
 pub(crate) type Prediction = Gate<8>;
 
 /// Coalescing's gate: a burst in which fewer than one in 32 of the frames held or merged
-/// merged (appended to a segment or absorbed into one) is poor, so one of up to 63 such frames
-/// must have merged none.
+/// merged (appended to a segment or absorbed into one) is poor: none of up to 32 such frames,
+/// at most one of 33 to 63.
 pub(crate) type Bypass = Gate<32>;
 
 /// The pause state, updated at the end of every burst: a burst with fewer than one frame in

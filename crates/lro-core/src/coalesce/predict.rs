@@ -494,8 +494,8 @@ impl Template {
                 None => short(4),
             }
         } else if n <= 96 {
-            // A tunnel over IPv4 (GRE with a key: 78 bytes to the TCP flags, 90 to the
-            // timestamps' kinds).
+            // A tunnel over IPv4 (GRE with a key over Ethernet: 76 bytes to the TCP flags, 86
+            // to the timestamps' kinds; 80 and 90 with a VLAN tag or a GRE checksum).
             match bytes.first_chunk::<96>() {
                 Some(b) => whole(b),
                 None => short(6),

@@ -12,8 +12,9 @@
 //!
 //! The groups, in the order the engine applies them:
 //! 1. [`alone`]: may this frame be merged with anything (after its checksums were verified)?
-//! 2. [`may_start`]: may it head a new segment?
-//! 3. [`merge`]: may it join its flow's held segment, and how?
+//! 2. [`merge`], when its flow holds a segment: may it join it, and how?
+//! 3. [`may_start`], only for a frame that starts a segment (its flow held none, or the held
+//!    one was just delivered): may it head one?
 //! 4. [`completes`]: once appended, does it complete the segment?
 //!
 //! Sources: Linux `net/ipv4/tcp_offload.c` (`tcp_gro_receive`, its `out_check_final`),
@@ -471,7 +472,8 @@ pub(crate) fn options(policy: Policy, e: &FlowState, f: &impl Facts) -> Result<(
 /// Linux `inet_gro_flush` (`Gro`, IPv4): the ID is the head's plus the data frames so far
 /// (incrementing), or the head's (fixed, decided by the second frame). For the inner header
 /// and, through a tunnel, the outer one (Linux 6.18 checks outer IDs too, so GSO can restore
-/// them).
+/// them). As in 6.18, fixed IDs do not need DF; kernels before it flushed a repeated ID
+/// without DF.
 #[inline(always)]
 pub(crate) fn ip_id(policy: Policy, e: &FlowState, f: &impl Facts) -> Result<(), FlushReason> {
     if policy != Policy::Gro {

@@ -4,8 +4,8 @@
 //! Each module holds a `field` table of byte ranges in smoltcp's style, the header length
 //! derived from it, and the protocol constants of that layer. The parser
 //! ([`crate::parse`]), the header fix-up at delivery, software segmentation ([`crate::gso`])
-//! and the transmit queue ([`crate::tx`]) all read and write headers through these tables, so
-//! an offset is written down once.
+//! and the transmit queue ([`crate::tx`]) read and write headers mostly through these tables;
+//! a few reads in the parser and header prediction still spell an offset out.
 //!
 //! # Panic contract
 //! The helpers here ([`be16`], [`be32`], [`write_be16`], [`write_be32`]) never panic: a read

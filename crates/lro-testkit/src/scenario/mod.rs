@@ -714,7 +714,8 @@ fn build_frame(
 }
 
 /// Runs a scenario with header prediction on and off (on the table shape the knobs choose),
-/// requires the same sink events, verdicts and counters (the prediction counter apart), then
+/// requires the same sink events, verdicts and counters (those
+/// [`without_prediction`](crate::check::without_prediction) leaves out apart), then
 /// checks the run with prediction ([`check::check`], ground truth included). Returns how many
 /// frames were predicted, or the first violation.
 pub fn run_both_and_check(sc: &Scenario) -> Result<u64, String> {
