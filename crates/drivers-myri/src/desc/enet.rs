@@ -13,7 +13,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
 
-use super::sealed::RawRx;
+use super::sealed::{RawRx, Token};
 use super::{Completion, RxDescriptorFormat};
 
 /// Flag bits of ENET legacy buffer descriptors (the reference manuals' "Enhanced/legacy
@@ -158,7 +158,7 @@ impl RawRx for EnetRxDescriptor {
     const BUFFER_ALIGN: usize = 16;
     const TRAILER: usize = bits::FCS_LEN;
 
-    fn arm(&self, addr: u64, _size: usize, wrap: bool) {
+    fn arm(&self, addr: u64, _size: usize, wrap: bool, _: Token) {
         // The buffer size is the MAC's `MRBR`, not per descriptor; the address is 32 bits
         // (`Enet::new` checks that the ring's memory lies below 4 GiB before the MAC sees it).
         self.0.set_buffer(addr as u32);
@@ -190,7 +190,7 @@ impl RawRx for EnetRxDescriptor {
         })
     }
 
-    fn disarm(&self, wrap: bool) {
+    fn disarm(&self, wrap: bool, _: Token) {
         self.0.set_flags(if wrap { bits::W } else { 0 });
         fence(Ordering::Acquire);
     }
@@ -354,7 +354,7 @@ mod tests {
     #[test]
     fn rx_descriptor_codec() {
         let d = EnetRxDescriptor::new();
-        d.arm(0x8010_0040, 1536, true);
+        d.arm(0x8010_0040, 1536, true, Token(()));
         assert!(d.owned_by_device());
         assert_eq!(d.flags(), bits::RX_E | bits::W);
         assert_eq!(d.buffer_addr(), 0x8010_0040);
@@ -379,7 +379,7 @@ mod tests {
         d.0.set_flags(bits::L);
         d.0.set_length(3);
         assert!(!d.completed().unwrap().good);
-        d.disarm(false);
+        d.disarm(false, Token(()));
         assert_eq!(d.flags(), 0);
         assert!(!d.owned_by_device());
     }

@@ -1,5 +1,5 @@
-//! Receive descriptors and DMA buffer memory: with [`crate::sys`], the crate's only `unsafe`
-//! code.
+//! Receive descriptors and DMA buffer memory: with [`crate::sys`] the `unsafe` code of the
+//! embedded side (the AF_XDP backend's is in `xdp::sys`).
 //!
 //! Three things live here because each needs memory the device writes behind the compiler's back:
 //! - The hardware descriptor layouts, accessed only with volatile reads and writes: the model
@@ -52,10 +52,26 @@ pub(crate) use myri::{DeviceRefused, DeviceWrite};
 ///   CHECKSUM_COMPLETE sum, RSS hash, stripped VLAN tag);
 /// - [`enet::EnetRxDescriptor`](crate::enet::EnetRxDescriptor): the legacy buffer descriptor of
 ///   NXP's ENET (i.MX RT, i.MX 6/7/8, Kinetis), the MAC of `scripts/firmware-mac-e2e.sh`.
+///
+/// A sealed trait's methods can still be called from outside the crate through a generic
+/// bound; those that program a descriptor take a token only this crate can make, so no code
+/// outside it can point a descriptor at memory of its choice or take one back from a device
+/// that may be writing into its buffer:
+///
+/// ```compile_fail
+/// use drivers_myri::RxDescriptorFormat;
+/// fn rearm<T: RxDescriptorFormat>(d: &T, addr: u64) {
+///     d.arm(addr, 2048, false); // no token: does not compile
+/// }
+/// ```
 pub trait RxDescriptorFormat: sealed::RawRx {}
 
 pub(crate) mod sealed {
     use super::Completion;
+
+    /// Made only inside `desc`: what [`RawRx::arm`] and [`RawRx::disarm`] ask for, so that
+    /// only the ring (which owns the buffers it programs) can call them.
+    pub struct Token(pub(in crate::desc) ());
 
     /// What the ring needs from a descriptor layout. Every method is a volatile access to a
     /// descriptor in DMA memory; implementations live in `desc` and state their `SAFETY`.
@@ -72,13 +88,13 @@ pub(crate) mod sealed {
         /// Programs the buffer `addr`/`size` and gives the descriptor to the device, with a
         /// `fence(Release)` before the ownership bit. `wrap`: the last descriptor of the ring
         /// (formats whose device walks the ring by a wrap bit).
-        fn arm(&self, addr: u64, size: usize, wrap: bool);
+        fn arm(&self, addr: u64, size: usize, wrap: bool, token: Token);
         /// If the device has given the descriptor back: what it reported, read after a
         /// `fence(Acquire)`.
         fn completed(&self) -> Option<Completion>;
         /// Takes the descriptor back (no buffer, owned by the CPU), whether or not the device
         /// used it. The device is stopped, or the descriptor is outside its view.
-        fn disarm(&self, wrap: bool);
+        fn disarm(&self, wrap: bool, token: Token);
         /// Whether the device owns the descriptor.
         fn owned_by_device(&self) -> bool;
         /// The CHECKSUM_COMPLETE sum a completion reports, if the format has one.
@@ -343,7 +359,7 @@ impl<'a, T: RxDescriptorFormat> DescRing<'a, T> {
         assert_eq!(hw.len(), slots.len());
         let last = hw.len().wrapping_sub(1);
         for (i, (d, s)) in hw.iter().zip(slots).enumerate() {
-            d.disarm(i == last);
+            d.disarm(i == last, sealed::Token(()));
             // Tokens of a previous ring over this storage (forgotten rather than dropped)
             // point into memory this ring does not own: discard them.
             s.0.set(None);
@@ -373,7 +389,12 @@ impl<'a, T: RxDescriptorFormat> DescRing<'a, T> {
         let addr = frag.ptr.as_ptr().addr() as u64;
         slot.0.set(Some(frag));
         // `arm` issues the Release fence before the ownership bit.
-        d.arm(addr, pool.frag_size(), i + 1 == self.hw.len());
+        d.arm(
+            addr,
+            pool.frag_size(),
+            i + 1 == self.hw.len(),
+            sealed::Token(()),
+        );
     }
 
     /// If the device has returned descriptor `i` (and a buffer is parked there), takes the
@@ -388,7 +409,7 @@ impl<'a, T: RxDescriptorFormat> DescRing<'a, T> {
     /// Takes descriptor `i` back from the device without a frame (teardown) and returns its
     /// token. The caller has stopped the device (a real MAC) before.
     pub(crate) fn reclaim(&self, i: usize) -> Option<Frag> {
-        self.hw[i].disarm(i + 1 == self.hw.len());
+        self.hw[i].disarm(i + 1 == self.hw.len(), sealed::Token(()));
         self.slots[i].0.take()
     }
 }

@@ -5,7 +5,7 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, Ordering};
 
-use super::sealed::RawRx;
+use super::sealed::{RawRx, Token};
 #[cfg(feature = "test-utils")]
 use super::DescRing;
 use super::{Completion, RxDescriptorFormat};
@@ -142,7 +142,7 @@ impl RawRx for RxDescriptor {
     const BUFFER_ALIGN: usize = 1;
     const TRAILER: usize = 0;
 
-    fn arm(&self, addr: u64, size: usize, _wrap: bool) {
+    fn arm(&self, addr: u64, size: usize, _wrap: bool, _: Token) {
         self.write(word::ADDR_LO, addr as u32);
         self.write(word::ADDR_HI, (addr >> 32) as u32);
         self.write(word::CONTROL, size as u32 & bits::RBS_MASK);
@@ -170,7 +170,7 @@ impl RawRx for RxDescriptor {
         })
     }
 
-    fn disarm(&self, _wrap: bool) {
+    fn disarm(&self, _wrap: bool, _: Token) {
         self.write(word::STATUS, 0);
         fence(Ordering::Acquire);
     }
