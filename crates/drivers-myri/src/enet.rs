@@ -107,8 +107,9 @@ pub enum EnetError {
     /// The transmit memory holds fewer than one [`TX_BUFFER_SIZE`] buffer per descriptor, or
     /// is not 16-byte aligned, or there are no transmit descriptors.
     TxMemory,
-    /// The receive ring has already reaped descriptors: the MAC starts at the ring's first
-    /// descriptor, so it needs a ring that has not received yet.
+    /// The receive ring has already reaped descriptors (the MAC starts at the ring's first
+    /// descriptor, so it needs a ring that has not received yet), or another MAC writes into
+    /// it.
     RingInUse,
 }
 
@@ -119,7 +120,9 @@ impl fmt::Display for EnetError {
             Self::TxMemory => {
                 "transmit memory: one 16-byte aligned 1536-byte buffer per descriptor needed"
             }
-            Self::RingInUse => "the receive ring has already received: the MAC needs a new ring",
+            Self::RingInUse => {
+                "the receive ring has already received, or another MAC uses it: the MAC needs a new ring"
+            }
         })
     }
 }
@@ -150,7 +153,7 @@ pub struct EnetStats {
 pub struct Enet<'a> {
     regs: EnetRegs,
     tx: TxDescRing<'a>,
-    _rx: &'a RxRing<'a, EnetRxDescriptor>,
+    rx: &'a RxRing<'a, EnetRxDescriptor>,
     mac: [u8; 6],
     stats: EnetStats,
 }
@@ -164,7 +167,8 @@ impl<'a> Enet<'a> {
     ///
     /// # Errors
     /// [`EnetError`] when memory is out of the MAC's reach or too small, or the ring has
-    /// already received frames; the MAC is left untouched then.
+    /// already received frames or another `Enet` writes into it; the MAC is left untouched
+    /// then.
     ///
     /// # Safety
     /// The returned `Enet` must be dropped, not leaked (`mem::forget`, a reference cycle),
@@ -200,6 +204,10 @@ impl<'a> Enet<'a> {
                 TxLayoutError::Misaligned => EnetError::TxMemory,
             },
         )?;
+        // Last of the checks: nothing to undo after it.
+        if !rx.attach() {
+            return Err(EnetError::RingInUse);
+        }
 
         regs.write(reg::ECR, ecr::RESET);
         regs.write(reg::EIMR, 0);
@@ -220,7 +228,7 @@ impl<'a> Enet<'a> {
         let enet = Self {
             regs,
             tx,
-            _rx: rx,
+            rx,
             mac,
             stats: EnetStats::default(),
         };
@@ -272,9 +280,11 @@ impl<'a> Enet<'a> {
 }
 
 impl Drop for Enet<'_> {
-    /// Disables the MAC: no more DMA into the rings.
+    /// Disables the MAC: no more DMA into the rings; the receive ring may then go to
+    /// another MAC.
     fn drop(&mut self) {
         self.regs.write(reg::ECR, 0);
+        self.rx.detach();
     }
 }
 

@@ -208,6 +208,9 @@ pub struct RxRing<'a, T: RxDescriptorFormat = RxDescriptor> {
     errors: Cell<u64>,
     returned: Cell<u64>,
     starved: Cell<u64>,
+    /// A MAC driver of this crate writes into the ring ([`RxRing::attach`]): a second one
+    /// must not.
+    attached: Cell<bool>,
 }
 
 impl<'a, T: RxDescriptorFormat> RxRing<'a, T> {
@@ -271,6 +274,7 @@ impl<'a, T: RxDescriptorFormat> RxRing<'a, T> {
             errors: Cell::new(0),
             returned: Cell::new(0),
             starved: Cell::new(0),
+            attached: Cell::new(false),
         };
         ring.refill();
         Ok(ring)
@@ -347,6 +351,19 @@ impl<'a, T: RxDescriptorFormat> RxRing<'a, T> {
     /// The hardware descriptors, for programming the MAC's ring base address and size.
     pub fn descriptors(&self) -> &'a [T] {
         self.desc.hw()
+    }
+
+    /// Marks the ring as written by a MAC (a driver of this crate, such as
+    /// [`Enet`](crate::enet::Enet), as it starts its DMA into the ring); `false`, changing
+    /// nothing, when another already is: two devices writing one ring's buffers would write
+    /// into frames handed out.
+    pub(crate) fn attach(&self) -> bool {
+        !self.attached.replace(true)
+    }
+
+    /// Ends [`RxRing::attach`], once the MAC's DMA into the ring has stopped.
+    pub(crate) fn detach(&self) {
+        self.attached.set(false);
     }
 
     /// The address range of the buffer memory the device writes (start, end), for a driver
@@ -567,6 +584,17 @@ mod tests {
     use std::vec;
 
     use super::*;
+
+    #[test]
+    fn one_device_at_a_time_writes_a_ring() {
+        let mut storage: RxRingStorage<4, 4> = RxRingStorage::new();
+        let mut memory = vec![0u8; 4 * 2048];
+        let ring = RxRing::new(&mut storage, &mut memory, BufferLayout::slots(2048)).unwrap();
+        assert!(ring.attach(), "a new ring is free");
+        assert!(!ring.attach(), "a second device is refused");
+        ring.detach();
+        assert!(ring.attach(), "free again once the first let go");
+    }
 
     #[test]
     fn a_page_of_more_than_65535_fragments_is_a_layout_error() {
