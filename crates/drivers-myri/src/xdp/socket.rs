@@ -345,7 +345,6 @@ fn kernel_stats(user: &User) -> io::Result<KernelStats> {
 /// ring. Implements [`RxDriver`], so it feeds [`LroDevice`](crate::phy::LroDevice) and any
 /// coalescer loop.
 pub struct XskRx {
-    area: Arc<Area>,
     ring: RingRx,
     fill: FillQueue,
     user: Arc<User>,
@@ -357,6 +356,9 @@ pub struct XskRx {
     free: Vec<u32>,
     checksum: RxChecksum,
     stats: RxStats,
+    /// The UMEM. Declared last, so dropped after the rings that keep the socket (and its
+    /// registration of this memory) open.
+    area: Arc<Area>,
 }
 
 impl XskRx {
@@ -520,7 +522,6 @@ impl AsRawFd for XskRx {
 /// other copy-mode drivers send nothing without one); completed chunks return to the free
 /// list. With the `smoltcp` feature it is a smoltcp device (transmit only).
 pub struct XskTx {
-    area: Arc<Area>,
     ring: RingTx,
     comp: CompletionQueue,
     user: Arc<User>,
@@ -533,6 +534,9 @@ pub struct XskTx {
     auto_kick: Option<u32>,
     max_frame: u32,
     stats: TxStats,
+    /// The UMEM. Declared last, so dropped after the rings that keep the socket (and its
+    /// registration of this memory) open.
+    area: Arc<Area>,
 }
 
 /// Why a frame was not sent.

@@ -678,9 +678,9 @@ pub(crate) fn register_umem(
 ) -> Result<xdpilone::Umem, xdpilone::Errno> {
     // SAFETY: the area is a page-aligned mapping (mmap) of exactly `chunks * chunk_size` bytes,
     // shorter than isize::MAX. It outlives the registration: every object that keeps the
-    // socket open (the rings of `XskRx`/`XskTx`) sits next to an `Arc<Area>`, and the kernel
-    // pins the pages it registers, so it never touches an unmapped page even if the mapping
-    // went first. xdpilone's `Umem::frame` pointers are never used; all access goes through
+    // socket open (the rings of `XskRx`/`XskTx`) sits in a struct whose last field, dropped
+    // after the rings, is an `Arc<Area>` (and the kernel pins the pages it registers: it
+    // would not touch an unmapped page even if the mapping went first). xdpilone's `Umem::frame` pointers are never used; all access goes through
     // the chunk handles of this module.
     unsafe { xdpilone::Umem::new(config, area.as_slice_ptr()) }
 }
