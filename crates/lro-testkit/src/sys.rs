@@ -385,11 +385,16 @@ pub struct Gso {
 fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
     // SAFETY: `msg` is a msghdr that recvmsg filled in, its control buffer still live: the
     // CMSG_* walk stays within `msg_controllen` bytes of it, and a cmsg of type PACKET_AUXDATA
-    // carries a tpacket_auxdata (read unaligned: CMSG_DATA promises no alignment).
+    // whose length covers a tpacket_auxdata (checked: the walk only bounds its header) carries
+    // one (read unaligned: CMSG_DATA promises no alignment).
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(msg);
+        let full = libc::CMSG_LEN(std::mem::size_of::<libc::tpacket_auxdata>() as u32) as usize;
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
+            if (*c).cmsg_level == libc::SOL_PACKET
+                && (*c).cmsg_type == libc::PACKET_AUXDATA
+                && (*c).cmsg_len as usize >= full
+            {
                 let aux: libc::tpacket_auxdata =
                     std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                 if aux.tp_status & libc::TP_STATUS_VLAN_VALID == 0 {

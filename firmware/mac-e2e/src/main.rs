@@ -10,9 +10,11 @@
 //! and exits. `scripts/firmware-mac-e2e.sh` runs it behind a TAP device and compares the hash
 //! with the data the Linux kernel's TCP client sent.
 //!
-//! No `unsafe` here: the MAC's registers come from `EnetRegs::take_imx6ul_enet1` (drivers-myri's
-//! `imx6ul` feature), descriptors and DMA memory are drivers-myri's, the clock is the generic
-//! timer's count register read through aarch32-cpu.
+//! One `unsafe` block, `Enet::new` (whose contract, that the MAC is stopped before the memory it
+//! writes goes away, a `main` that never returns meets); the MAC's registers come from
+//! `EnetRegs::take_imx6ul_enet1` (drivers-myri's `imx6ul` feature), descriptors and DMA memory
+//! are drivers-myri's, the clock is the generic timer's count register read through
+//! aarch32-cpu.
 #![no_std]
 #![no_main]
 
