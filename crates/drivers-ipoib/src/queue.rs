@@ -166,6 +166,9 @@ pub enum LayoutError {
     },
     /// More than 65535 buffers of a kind.
     TooManyBuffers,
+    /// Another queue uses the storage (one queue at a time: the storage's slots and rings
+    /// are the queue's state).
+    StorageInUse,
 }
 
 impl fmt::Display for LayoutError {
@@ -182,6 +185,7 @@ impl fmt::Display for LayoutError {
                 write!(f, "small-buffer memory: {needed} bytes needed, {got} given")
             }
             LayoutError::TooManyBuffers => f.write_str("at most 65535 buffers of each size"),
+            LayoutError::StorageInUse => f.write_str("another receive queue uses this storage"),
         }
     }
 }
@@ -265,7 +269,9 @@ pub struct QueueStats {
     pub slot_waits: u64,
     /// Empty RQ slots refilled by a buffer coming back from the stack.
     pub reposted_on_return: u64,
-    /// Frames small enough to copy, handed up because the small pool was empty.
+    /// Frames small enough to copy when the small pool was empty: handed up in their large
+    /// buffer, or dropped (also counted in `dropped_no_buffer`) under [`Replacement::Drop`]
+    /// with the large pool empty too.
     pub small_pool_empty: u64,
     /// Frames dropped under [`Replacement::Drop`].
     pub dropped_no_buffer: u64,
@@ -390,8 +396,9 @@ impl Completion {
 type Slot<'a> = Cell<Option<&'a mut [u8]>>;
 
 /// The queue's bookkeeping, sized at compile time: `L` large buffers, `S` small ones. Put it
-/// on the stack, in a `static`, or in a `Box` for large `L`; it holds no buffer bytes (a few
-/// dozen bytes per buffer).
+/// on the stack, or in a `Box` for large `L` (it is not `Sync`: in a `static` only behind a
+/// cell that hands it out once); it holds no buffer bytes (a few dozen bytes per buffer). One
+/// queue at a time uses it ([`LayoutError::StorageInUse`]).
 pub struct RxQueueStorage<'a, const L: usize, const S: usize> {
     large: [Slot<'a>; L],
     small: [Slot<'a>; S],
@@ -399,6 +406,8 @@ pub struct RxQueueStorage<'a, const L: usize, const S: usize> {
     free_small: [Cell<u16>; S],
     rq: [Cell<u16>; L],
     cq: [Cell<Completion>; L],
+    /// A queue uses the storage.
+    in_use: Cell<bool>,
 }
 
 impl<const L: usize, const S: usize> RxQueueStorage<'_, L, S> {
@@ -411,6 +420,7 @@ impl<const L: usize, const S: usize> RxQueueStorage<'_, L, S> {
             free_small: [const { Cell::new(0) }; S],
             rq: [const { Cell::new(0) }; L],
             cq: [const { Cell::new(Completion::EMPTY) }; L],
+            in_use: Cell::new(false),
         }
     }
 }
@@ -498,6 +508,15 @@ pub struct RxQueue<'a> {
     up_small: Cell<usize>,
     running: Cell<bool>,
     stats: Counters,
+    /// The storage's "in use" mark, cleared when the queue is dropped.
+    in_use: &'a Cell<bool>,
+}
+
+impl Drop for RxQueue<'_> {
+    /// Lets another queue use the storage (no buffer handle outlives the queue).
+    fn drop(&mut self) {
+        self.in_use.set(false);
+    }
 }
 
 impl fmt::Debug for RxQueue<'_> {
@@ -515,8 +534,8 @@ impl<'a> RxQueue<'a> {
     /// are unused), with `config.rq_depth` large buffers posted.
     ///
     /// # Errors
-    /// [`LayoutError`] when the memory is too small, the RQ deeper than the large buffers, or
-    /// a pool larger than 65535.
+    /// [`LayoutError`] when the memory is too small, the RQ deeper than the large buffers, a
+    /// pool larger than 65535, or another queue uses `storage`.
     pub fn new<const L: usize, const S: usize>(
         storage: &'a RxQueueStorage<'a, L, S>,
         large: &'a mut [u8],
@@ -547,6 +566,10 @@ impl<'a> RxQueue<'a> {
                 needed,
                 got: small.len(),
             });
+        }
+        // Last of the checks: nothing to undo after it.
+        if storage.in_use.replace(true) {
+            return Err(LayoutError::StorageInUse);
         }
         for (slot, chunk) in storage.large.iter().zip(large.chunks_exact_mut(llen)) {
             slot.set(Some(chunk));
@@ -586,6 +609,7 @@ impl<'a> RxQueue<'a> {
             up_small: Cell::new(0),
             running: Cell::new(true),
             stats: Counters::default(),
+            in_use: &storage.in_use,
         };
         // Buffers 0..depth posted in order, the rest in the pool (the lowest index on top).
         for i in 0..depth {
@@ -987,6 +1011,27 @@ mod tests {
         let mut f = vec![tag; len];
         f[..4].copy_from_slice(&[0x08, 0x00, 0, 0]);
         f
+    }
+
+    #[test]
+    fn one_queue_at_a_time_uses_a_storage() {
+        let storage: RxQueueStorage<'_, 4, 2> = RxQueueStorage::new();
+        let (mut large, mut small) = (vec![0u8; 4 * 1028], vec![0u8; 2 * 256]);
+        let (mut large2, mut small2) = (large.clone(), small.clone());
+        let (mut large3, mut small3) = (large.clone(), small.clone());
+        let config = QueueConfig::new(MODE, 2);
+        let q = RxQueue::new(&storage, &mut large, &mut small, config).unwrap();
+        let second = RxQueue::new(&storage, &mut large2, &mut small2, config);
+        assert_eq!(second.err(), Some(LayoutError::StorageInUse));
+        // The first still has its own buffers: a frame delivered to it comes back from it.
+        {
+            let mut hca = SimHca::new(&q);
+            hca.deliver(&frame(100, 7)).unwrap();
+            assert_eq!(q.receive().unwrap().unwrap().as_ref(), &frame(100, 7)[..]);
+        }
+        drop(q);
+        let again = RxQueue::new(&storage, &mut large3, &mut small3, config);
+        assert!(again.is_ok(), "free once the first queue is gone");
     }
 
     #[test]
