@@ -317,6 +317,12 @@ mod smoltcp_device {
     }
 
     /// A transmit descriptor the token was handed out for.
+    ///
+    /// A frame longer than [`TX_BUFFER_SIZE`] (above the MTU the device advertises, which
+    /// smoltcp never exceeds) is not sent: it is counted in
+    /// [`EnetStats::tx_dropped`](super::EnetStats::tx_dropped), and the closure gets a scratch
+    /// buffer of `TX_BUFFER_SIZE` bytes, shorter than the `len` it asked for (no allocator
+    /// here to make a longer one).
     #[derive(Debug)]
     pub struct EnetTxToken<'t, 'a> {
         enet: &'t mut Enet<'a>,

@@ -266,8 +266,9 @@ impl<Fr: AsRef<[u8]>, C: Capacity, const Q: usize> RxToken for LroRxToken<'_, '_
 ///
 /// `C` sizes the engine ([`Capacity`], e.g. [`Sizes`]`<FLOWS, FRAMES, ACKS>`; the default is
 /// 8 flows and 48 frames per segment); `Q` bounds the frames of completed segments waiting for
-/// smoltcp. Give the driver at least `Q` buffers more
-/// than its receive queue holds so it keeps receiving while they wait.
+/// smoltcp. Give the driver at least `Q` buffers more than its receive queue holds (plus the
+/// frames the engine holds) so it keeps receiving while they wait; a ring of page frags needs
+/// whole pages to spare, as a held frame pins its page (see the `ring` module).
 ///
 /// (smoltcp's `Loopback` needs the `std` feature besides `smoltcp`.)
 ///

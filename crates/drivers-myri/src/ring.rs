@@ -3,9 +3,12 @@
 //! The ring keeps the descriptors from `next_rx` up to `next_fill` (mod the ring size) armed:
 //! owned by the device, or completed and not yet reaped. [`RxRing::receive`] reaps the next
 //! completed descriptor in order and hands its buffer out as an [`RxFrame`]; the descriptor is
-//! re-armed at once with a fresh fragment from the pool, so frames the coalescer holds do not
-//! starve the device as long as the pool has more fragments than the ring has descriptors
-//! (Myri10GE refills from pages, not from the buffers it passed up).
+//! re-armed at once with a fresh fragment from the pool (Myri10GE refills from pages, not from
+//! the buffers it passed up), so frames the coalescer holds do not starve the device as long
+//! as the pool can still carve: with one buffer per slot, more slots than descriptors plus
+//! held frames; with page frags, where a page is carved again only once all its fragments
+//! (posted ones included) are back, enough pages that the held frames' pages and those of the
+//! posted fragments leave one whole page free (a held frame pins its whole page).
 //!
 //! A frame returns its fragment when it is dropped (or [`RxFrame::recycle`]d). In page-frags
 //! mode the page is carved again only when all its fragments have come back: a reference count
@@ -167,8 +170,9 @@ pub struct RingStats {
     pub frames: u64,
     /// Bytes of those frames.
     pub bytes: u64,
-    /// Frames dropped by the driver: error summary, a frame spanning descriptors, or a length
-    /// that does not fit the buffer.
+    /// Descriptors whose contents the driver dropped: an error summary, a length that does not
+    /// fit the buffer, or a piece of a frame spanning descriptors (each piece counts: a frame
+    /// over k descriptors adds k).
     pub errors: u64,
     /// Frames returned to the ring (dropped or recycled handles).
     pub returned: u64,
@@ -294,10 +298,13 @@ impl<'a, T: RxDescriptorFormat> RxRing<'a, T> {
             self.next_rx.set((i + 1) % self.capacity());
             self.armed.set(self.armed.get() - 1);
             let len = usize::from(done.len);
-            // A descriptor after one that did not end its frame holds the rest of that frame,
-            // whatever it says (ENET's have no first-buffer bit, and QEMU's ENET gives the
-            // last one the length of its own piece): never a frame of its own.
-            let continues = self.mid_frame.replace(!done.last);
+            // A descriptor after one that did not end its frame holds the rest of that frame
+            // (ENET's have no first-buffer bit, and QEMU's ENET gives the last one the length
+            // of its own piece): never a frame of its own. Unless its format says it starts a
+            // frame: the device abandoned the one before (it found no free descriptor for the
+            // rest). Without that bit (ENET) the next whole frame is taken for the rest of an
+            // abandoned one and dropped too.
+            let continues = self.mid_frame.replace(!done.last) && done.first != Some(true);
             // A frame and the trailer the device appends (an FCS) fit the buffer.
             let good =
                 done.good && !continues && (14..=self.layout.frag_size - T::TRAILER).contains(&len);

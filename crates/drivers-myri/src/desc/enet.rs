@@ -186,6 +186,7 @@ impl RawRx for EnetRxDescriptor {
             len: length.saturating_sub(bits::FCS_LEN as u16),
             good,
             last: flags & bits::L != 0,
+            first: None,
             extra: [0; 2],
         })
     }

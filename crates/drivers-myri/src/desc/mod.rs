@@ -125,6 +125,10 @@ pub struct Completion {
     /// The descriptor ends a frame (`LS`, ENET's `L`): when clear, the next descriptor holds
     /// the rest of the same frame.
     pub(crate) last: bool,
+    /// The descriptor starts a frame (`FS`), for formats that say so (ENET's do not: `None`).
+    /// A descriptor that says it starts one is never the rest of another, even after a frame
+    /// the device abandoned before its last descriptor.
+    pub(crate) first: Option<bool>,
     /// Further words the format decodes (checksum, hash, VLAN tag).
     pub(crate) extra: [u32; 2],
 }

@@ -166,6 +166,7 @@ impl RawRx for RxDescriptor {
             len: (status & bits::FL_MASK) as u16,
             good: status & (bits::FS | bits::LS | bits::ES) == bits::FS | bits::LS,
             last: status & bits::LS != 0,
+            first: Some(status & bits::FS != 0),
             extra: [self.read(word::CSUM_VLAN), self.read(word::HASH)],
         })
     }
@@ -271,5 +272,36 @@ impl DescRing<'_, RxDescriptor> {
             (w.flags & !bits::OWN & !bits::FL_MASK) | bits::FS | bits::LS | n as u32,
         );
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec;
+
+    use super::*;
+    use crate::sim::SimMac;
+    use crate::test_frames::tcp;
+    use crate::{BufferLayout, RxRing, RxRingStorage};
+
+    /// A device that abandons a frame after its first descriptor (it found no free one for
+    /// the rest) leaves a descriptor with `FS` and no `LS`; the next frame's descriptor says
+    /// `FS` again: it is a frame of its own, not the rest of the abandoned one.
+    #[test]
+    fn a_frame_after_an_abandoned_one_is_received() {
+        let mut storage: RxRingStorage<4, 4> = RxRingStorage::new();
+        let mut mem = vec![0u8; 4 * 2048];
+        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
+        let mut mac = SimMac::new(&ring);
+        let (abandoned, good) = (tcp(1, 1000), tcp(1001, 100));
+        mac.deliver(&abandoned).unwrap();
+        // The first piece only: `LS` cleared, as the device leaves it when it gives up.
+        let d = &ring.descriptors()[0];
+        d.write(word::STATUS, d.status() & !bits::LS);
+        mac.deliver(&good).unwrap();
+        assert_eq!(&ring.receive().expect("the good frame")[..], &good[..]);
+        assert_eq!(ring.stats().errors, 1, "the abandoned piece only");
+        assert!(ring.receive().is_none());
     }
 }
