@@ -24,7 +24,9 @@
 //! - A partly ACKed super-segment only records the ACKed offset: no copy, no write. The queue
 //!   needs only `B: AsRef<[u8]>` and never asks for `&mut` access, so it cannot write to a
 //!   buffer the NIC may be reading; the caller gets the handle (and with it write access)
-//!   back only after the NIC is done.
+//!   back only after the NIC is done. `as_ref` must give the same bytes while the queue holds
+//!   the handle (a handle whose length can shrink behind the queue's back makes a retransmit
+//!   slice past its end, which panics).
 //! - A retransmit ([`TxQueue::retransmit`]) produces the unACKed remainder as a view: headers
 //!   rebuilt for the new sequence number into a small caller buffer, payload borrowed from the
 //!   original buffer from the ACKed offset on. The trim is derived from `SND.UNA` inside the
@@ -128,13 +130,14 @@ pub enum TxError {
         /// Bytes needed.
         needed: usize,
     },
-    /// The token names no transmission this queue is waiting for (it was completed already,
-    /// or the queue was aborted since).
+    /// The token names no transmission this queue is waiting for (it was completed already).
     UnknownToken,
-    /// The token was issued by another queue. Queues tell theirs apart by the sequence number
-    /// they were created with (a connection's initial sequence number, random per RFC 6528):
-    /// a token of another connection is refused unless both started at the same number, in
-    /// which case its number is checked as [`TxError::UnknownToken`] says.
+    /// The token was issued by another queue. Each queue has a tag of its own: a count of the
+    /// queues the program made, on targets with atomic read-modify-write (so no two queues of
+    /// one program share one); elsewhere (Cortex-M0) the sequence number it was created with,
+    /// a connection's initial sequence number, random per RFC 6528, so that a token of another
+    /// connection is refused unless both started at the same number, in which case its number
+    /// is checked as [`TxError::UnknownToken`] says.
     OtherQueue,
 }
 
@@ -239,7 +242,8 @@ pub enum Post {
     #[default]
     Copy,
     /// The caller posts the view's payload slice to the TX ring as it is: one more
-    /// transmission the NIC owns; the view carries its [`TxToken`].
+    /// transmission the NIC owns; the view carries its [`TxToken`], which must be taken and
+    /// completed (even if the caller ends up not posting the view).
     ZeroCopy,
 }
 
@@ -304,7 +308,13 @@ impl RetransmitOptions {
 
 /// The unACKed remainder of a super-segment, ready to send again: rebuilt headers (in the
 /// caller's buffer) and the payload borrowed from the held buffer.
+///
+/// A [`Post::ZeroCopy`] view counts one more transmission of the held buffer: take its token
+/// ([`Retransmit::take_token`]) and complete it when the NIC is done, or the buffer is held
+/// for good (the queue cannot tell a view dropped unposted from one whose payload the NIC is
+/// still reading).
 #[derive(Debug)]
+#[must_use = "a zero-copy retransmit's token must be taken and completed, or its buffer stays held"]
 pub struct Retransmit<'a> {
     header: &'a [u8],
     payload: &'a [u8],
@@ -454,6 +464,22 @@ impl<B> Entry<B> {
     }
 }
 
+/// A tag for a new queue (see [`TxError::OtherQueue`]).
+fn new_tag(snd_nxt: u32) -> u32 {
+    #[cfg(target_has_atomic = "32")]
+    {
+        use core::sync::atomic::{AtomicU32, Ordering};
+        // Unique per queue until 2^32 queues were made; the sequence number is not needed.
+        static QUEUES: AtomicU32 = AtomicU32::new(0);
+        let _ = snd_nxt;
+        QUEUES.fetch_add(1, Ordering::Relaxed)
+    }
+    #[cfg(not(target_has_atomic = "32"))]
+    {
+        snd_nxt
+    }
+}
+
 /// Transmitted super-segments of one TCP connection, oldest first, held as buffer handles
 /// until they are both ACKed and completed by the NIC. `N` is the number of super-segments
 /// that can be held at once (ACKed ones waiting for their completion included); all memory is
@@ -492,7 +518,7 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
             tail: 0,
             snd_una: snd_nxt,
             snd_nxt,
-            tag: snd_nxt,
+            tag: new_tag(snd_nxt),
             link,
             stats: TxStats::default(),
         }
@@ -992,7 +1018,13 @@ mod tests {
         let bad = Buf(5, vec![0; 20]);
         assert!(matches!(q.push(bad).unwrap_err().error, TxError::Parse(_)));
         assert_eq!(
-            q.complete(TxToken { id: 9, queue: 0 }, |_| ()),
+            q.complete(
+                TxToken {
+                    id: 9,
+                    queue: q.tag
+                },
+                |_| ()
+            ),
             Err(TxError::UnknownToken)
         );
     }
@@ -1030,6 +1062,26 @@ mod tests {
         let tb2 = b.push(seg(3, 5100, 100, TCP_ACK)).unwrap();
         assert_eq!(b.complete(rt, |_| ()), Err(TxError::OtherQueue));
         assert_eq!(b.complete(tb2, |_| ()), Ok(Completion::AwaitingAck));
+    }
+
+    /// Two queues created with the same sequence number (a fixed test number, a queue rebuilt
+    /// for the same connection) still refuse each other's tokens.
+    #[test]
+    #[cfg(target_has_atomic = "32")]
+    fn queues_of_one_starting_number_refuse_each_others_tokens() {
+        let mut a = Q::new(1000, LinkKind::Ethernet);
+        let mut b = Q::new(1000, LinkKind::Ethernet);
+        let ta = a.push(seg(0, 1000, 100, TCP_ACK)).unwrap();
+        let tb = b.push(seg(1, 1000, 100, TCP_ACK)).unwrap();
+        assert_eq!(
+            b.ack(1100, |_| ()),
+            Ok(AckOutcome::Advanced { released: 0 })
+        );
+        assert_eq!(
+            b.complete(ta, |_| panic!("released B's buffer on A's token")),
+            Err(TxError::OtherQueue)
+        );
+        assert_eq!(b.complete(tb, |_| ()), Ok(Completion::Released));
     }
 
     #[test]
