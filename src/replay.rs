@@ -275,8 +275,10 @@ impl Sink<Frame> for ReplaySink {
             newest = newest.max(f.index);
         }
         // A frame passed alone keeps its length on the wire when the capture cut it (a frame
-        // cut inside its datagram is never merged); a merged segment is the engine's, whole.
-        let cut = if info.frames == 1 { head.cut } else { 0 };
+        // cut inside its datagram is never merged); a merged segment is the engine's, whole,
+        // and so is a frame whose padding it trimmed (what the capture left out was padding).
+        let as_captured = info.frames == 1 && seg.len() == head.as_ref().len();
+        let cut = if as_captured { head.cut } else { 0 };
         let key = if info.payload_len == 0 {
             // A pure ACK carries the values of the newest ACK it absorbed: it goes where that
             // one arrived, after the data it acknowledges.

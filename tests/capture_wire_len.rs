@@ -143,3 +143,48 @@ fn every_help_says_dash_reads_standard_input() {
         );
     }
 }
+
+/// A frame whose Ethernet padding the engine trimmed is written as the engine delivered it,
+/// whole: its length on the wire is its length, even when the capture had cut the padding
+/// short (the bytes the capture left out were padding, and the padding is gone).
+#[test]
+fn a_frame_whose_cut_padding_was_trimmed_is_written_whole() {
+    use lro_core::testing::{FrameSpec, TCP_ACK};
+    let dir = temp_dir("review", "trimmed-cut");
+    // Pure ACKs of one flow (ACK numbers advancing, so the engine holds and absorbs them),
+    // each padded to the 60-byte minimum with zeros and captured at 58 bytes.
+    let frames: Vec<Record> = (0..4u32)
+        .map(|i| {
+            let spec = FrameSpec::ipv4_tcp(40000, 5201)
+                .seq(7)
+                .ack(1000 + 100 * i)
+                .flags(TCP_ACK);
+            let mut f = vec![0u8; spec.len()];
+            spec.write(&mut f).unwrap();
+            assert_eq!(f.len(), 54);
+            f.resize(58, 0);
+            (Duration::from_millis(u64::from(i)), f, 60)
+        })
+        .collect();
+    let input = dir.join("padded.pcap");
+    write_pcap(&input, 1, 58, &frames);
+    let output = dir.join("padded.out.pcap");
+    let v = lro_json(&[
+        "replay",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+    ]);
+    assert!(u(&v, "trimmed") > 0, "the engine trimmed padding: {v}");
+    let (_, out) = read_records(&output);
+    assert!(!out.is_empty());
+    for (_, bytes, orig) in &out {
+        match bytes.len() {
+            // Trimmed: whole, nothing left out.
+            54 => assert_eq!(*orig, 54, "a trimmed frame claims a longer wire length"),
+            // As captured: the wire length the capture said.
+            58 => assert_eq!(*orig, 60),
+            n => panic!("unexpected output frame of {n} bytes"),
+        }
+    }
+}
