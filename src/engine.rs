@@ -138,7 +138,7 @@ pub(crate) struct EngineArgs {
     /// Adaptive bypass: after a burst in which 16 frames or more were held or merged and fewer
     /// than one in 32 of them merged, pass the next bursts' frames through without coalescing
     /// (1 to 16 bursts, then try again). For traffic of many flows that rarely send two frames
-    /// in a burst. Not with --rss-sort.
+    /// in a burst. Not with --rss-sort or --hold.
     #[arg(long)]
     pub(crate) bypass: bool,
 }

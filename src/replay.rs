@@ -25,7 +25,9 @@ const OUT_SNAPLEN: u32 = 262_144;
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub(crate) struct HoldArgs {
     /// Keep flows held across bursts; a flow idle longer than --timeout-us (capture time) is
-    /// flushed before the next frame (of any kind) is handled. Not with --rss-sort.
+    /// flushed before the next frame (of any kind) is handled, which makes every frame a burst
+    /// of its own for the engine (header prediction's pause after poor bursts then never
+    /// applies). Not with --rss-sort or --bypass.
     #[arg(long)]
     pub(crate) hold: bool,
     /// Idle timeout for --hold, in microseconds of capture time.
@@ -395,6 +397,11 @@ pub(crate) fn run(
     if engine_args.rss_sort && hold.hold {
         anyhow::bail!(crate::UsageError(
             "--rss-sort cannot be combined with --hold: the RSS sort queue is one burst, fed and flushed whole".to_string()
+        ));
+    }
+    if engine_args.bypass && hold.hold {
+        anyhow::bail!(crate::UsageError(
+            "--bypass cannot be combined with --hold: --bypass judges whole bursts, and --hold's idle flush before every frame makes each frame a burst of its own".to_string()
         ));
     }
     let t0 = Instant::now();

@@ -690,6 +690,17 @@ fn bad_options_exit_2() {
     let out = lro(&["replay", "--rss-sort", "--hold"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rss-sort"));
+    for cmd in ["replay", "explain"] {
+        // --hold flushes idle flows before every frame: each frame is a burst, which --bypass
+        // (judging bursts of 16 or more) could never act on.
+        let out = lro(&[cmd, "--bypass", "--hold"]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--bypass") && err.contains("--hold"),
+            "{cmd}: {err}"
+        );
+    }
     for cmd in ["replay", "explain", "bench"] {
         let out = lro(&[cmd, "--rss-sort", "--bypass"]);
         assert_eq!(out.status.code(), Some(2), "{cmd}");
