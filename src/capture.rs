@@ -400,7 +400,10 @@ impl Capture {
                     if snaplen != 0 {
                         len = len.min(snaplen as usize);
                     }
-                    self.add(0, &spb.data[..len], spb.original_len, link);
+                    // No timestamp in a Simple Packet Block: the record before's, so time never
+                    // goes backwards (0 for the first).
+                    let ts = self.records.last().map_or(0, |r| r.ts_ns);
+                    self.add(ts, &spb.data[..len], spb.original_len, link);
                 }
                 _ => {}
             }
@@ -432,6 +435,14 @@ impl Capture {
         self.check_link(link_number, number)?;
         // The offset may be negative: a time before 1970 reads as 0.
         let ts = i128::from(unit.to_ns(ticks)) + i128::from(offset) * 1_000_000_000;
+        // A pcap (what `replay -o` writes) holds seconds in 32 bits: a later time is refused
+        // here, as the input's fault, not when the output is written.
+        if ts >= (i128::from(u32::MAX) + 1) * 1_000_000_000 {
+            return Err(format!(
+                "corrupt: packet {} has a timestamp after 2106, beyond what a pcap can hold",
+                self.records.len() + 1,
+            ));
+        }
         self.add(
             u64::try_from(ts.max(0)).unwrap_or(u64::MAX),
             data,
@@ -557,6 +568,60 @@ mod tests {
                 (Err(e), Ok(n)) => panic!("cut at {cut}, after record {n}, refused: {e}"),
             }
         }
+    }
+
+    /// A pcapng file of an interface (microsecond units) and the given blocks.
+    fn pcapng(blocks: &[pcap_file::pcapng::Block<'_>]) -> Vec<u8> {
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        let mut w = pcap_file::pcapng::PcapNgWriter::new(Vec::new()).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(
+            pcap_file::DataLink::ETHERNET,
+            0,
+        ))
+        .unwrap();
+        for b in blocks {
+            w.write_block(b).unwrap();
+        }
+        w.into_inner()
+    }
+
+    fn epb(ts: std::time::Duration) -> pcap_file::pcapng::Block<'static> {
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        pcap_file::pcapng::Block::EnhancedPacket(EnhancedPacketBlock {
+            interface_id: 0,
+            // pcap-file writes the duration's nanoseconds as ticks; the interface counts
+            // microseconds (its default unit).
+            timestamp: std::time::Duration::from_nanos(ts.as_micros() as u64),
+            original_len: 60,
+            data: vec![0u8; 60].into(),
+            options: vec![],
+        })
+    }
+
+    /// A Simple Packet Block has no timestamp: it takes the record before's, so time does not
+    /// jump back to 1970 in the middle of a capture.
+    #[test]
+    fn a_simple_packet_block_keeps_the_time_of_the_record_before() {
+        use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
+        let spb = pcap_file::pcapng::Block::SimplePacket(SimplePacketBlock {
+            original_len: 60,
+            data: vec![0u8; 60].into(),
+        });
+        let bytes = pcapng(&[epb(std::time::Duration::from_secs(5)), spb]);
+        let c = Capture::parse("x".into(), &bytes).unwrap();
+        let ts: Vec<u64> = c.records.iter().map(|r| r.ts_ns).collect();
+        assert_eq!(ts, [5_000_000_000, 5_000_000_000]);
+    }
+
+    /// A time a pcap cannot hold (seconds past 32 bits) is the input's fault, found when
+    /// reading: not an error writing the output later.
+    #[test]
+    fn a_timestamp_after_2106_is_refused_when_read() {
+        let late = std::time::Duration::from_secs(1 << 33);
+        let err = Capture::parse("x".into(), &pcapng(&[epb(late)])).unwrap_err();
+        assert!(err.to_string().contains("2106"), "{err}");
+        let last = std::time::Duration::from_secs(u64::from(u32::MAX));
+        assert!(Capture::parse("x".into(), &pcapng(&[epb(last)])).is_ok());
     }
 
     #[test]
