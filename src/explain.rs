@@ -277,6 +277,8 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
     )?;
     let table = r.flows.take().unwrap_or_default();
     let rows = table.sorted(args.min_frames);
+    // Flows: the rows but the "(not TCP/IP)" one.
+    let flow_count = rows.iter().filter(|(k, _)| k.is_some()).count();
     let shown = if args.top == 0 {
         rows.len()
     } else {
@@ -353,7 +355,7 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
             })
             .collect();
         let mut summary = report::json(&r.info, &r.stats);
-        summary["flow_count"] = json!(rows.len());
+        summary["flow_count"] = json!(flow_count);
         summary["min_frames"] = json!(args.min_frames);
         summary["flows_shown"] = json!(flows);
         summary["plot"] = json!(args.plot.as_ref().map(|p| p.display().to_string()));
@@ -393,7 +395,7 @@ fn write_table(
             Some(us) => format!(", held, idle timeout {us} us"),
             None => String::new(),
         },
-        rows.len()
+        rows.iter().filter(|(k, _)| k.is_some()).count()
     );
     if let Some(line) = tunnel::summary(&s.tunnel) {
         let _ = writeln!(t, "tunnelled ({}): {line}", tunnel::NAME);
@@ -447,7 +449,7 @@ fn write_table(
     if shown < rows.len() {
         let _ = writeln!(
             t,
-            "... {} more flows (--top 0 shows all)",
+            "... {} more rows (--top 0 shows all)",
             rows.len() - shown
         );
     }

@@ -712,11 +712,47 @@ fn bad_options_exit_2() {
     }
 }
 
+/// Frames that are not TCP/IP have a row of their own in `explain`, which is not a flow.
+#[test]
+fn explain_counts_flows_not_the_row_of_other_frames() {
+    use lro_core::testing::{FrameSpec, TCP_ACK};
+    let dir = temp_dir("explain", "other-row");
+    let spec = FrameSpec::ipv4_tcp(40000, 5201)
+        .flags(TCP_ACK)
+        .payload(&[1; 100]);
+    let mut tcp = vec![0u8; spec.len()];
+    spec.write(&mut tcp).unwrap();
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0u8; 28]);
+    let path = dir.join("tcp-and-arp.pcap");
+    write_pcap(
+        &path,
+        1,
+        &[(Duration::from_secs(1), tcp), (Duration::from_secs(2), arp)],
+    );
+    let p = path.to_str().unwrap();
+    let v = lro_json(&["explain", p, "--top", "0", "--min-frames", "0"]);
+    assert_eq!(u(&v, "flow_count"), 1, "{v}");
+    assert_eq!(
+        v["flows_shown"].as_array().unwrap().len(),
+        2,
+        "the flow and the other row"
+    );
+    let text = lro_ok(&["explain", p]);
+    assert!(
+        text.lines().next().unwrap().contains("; 1 flows,"),
+        "{text}"
+    );
+}
+
 #[test]
 fn explain_lists_every_flow_and_accounts_for_every_frame() {
     let v = lro_json(&["explain", SMALL, "--top", "0", "--min-frames", "0"]);
     let flows = v["flows_shown"].as_array().expect("flows");
-    assert_eq!(flows.len() as u64, u(&v, "flow_count"));
+    // Every flow, and the row of frames that are not TCP/IP (not a flow) when there are any.
+    let tcp = flows.iter().filter(|r| r["flow"] != "(not TCP/IP)").count();
+    assert_eq!(tcp as u64, u(&v, "flow_count"));
     let sum = |f: &str| flows.iter().map(|r| r[f].as_u64().unwrap()).sum::<u64>();
     assert_eq!(sum("frames_in"), u(&v, "frames_in"));
     assert_eq!(sum("frames_out"), u(&v, "frames_out"));
