@@ -35,12 +35,6 @@ macro_rules! reason_enum {
             }
         }
 
-        impl From<$name> for &'static str {
-            fn from(r: $name) -> &'static str {
-                r.name()
-            }
-        }
-
         impl core::fmt::Display for $name {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 f.write_str(self.name())
@@ -259,7 +253,12 @@ impl TunnelStats {
                 name,
                 value,
             })
-            .chain(by_reason(Group::TunnelPassed, PassReason::ALL, passed))
+            .chain(by_reason(
+                Group::TunnelPassed,
+                PassReason::ALL,
+                PassReason::name,
+                passed,
+            ))
     }
 }
 
@@ -377,7 +376,7 @@ impl Stats {
 
     /// Adds another set of counters to this one (e.g. to sum per-queue engines).
     pub fn add(&mut self, other: &Stats) {
-        for ((_, a), (_, b)) in self.totals_mut().into_iter().zip(other.totals()) {
+        for (a, (_, b)) in self.totals_mut().into_iter().zip(other.totals()) {
             *a += b;
         }
         add_each(&mut self.passed, &other.passed);
@@ -421,15 +420,25 @@ impl Stats {
                 name,
                 value,
             })
-            .chain(by_reason(Group::Passed, PassReason::ALL, &self.passed))
-            .chain(by_reason(Group::Flushes, FlushReason::ALL, &self.flushes))
+            .chain(by_reason(
+                Group::Passed,
+                PassReason::ALL,
+                PassReason::name,
+                &self.passed,
+            ))
+            .chain(by_reason(
+                Group::Flushes,
+                FlushReason::ALL,
+                FlushReason::name,
+                &self.flushes,
+            ))
             .chain(self.tunnel.counters())
     }
 }
 
 /// The totals of [`Stats`] (its fields but the by-reason arrays and the tunnel's part), listed
-/// once for [`Stats::add`] and [`Stats::counters`]: `Stats::totals` and `Stats::totals_mut`,
-/// each with the field's name. Both destructure `Stats` without `..`, so a field added to the
+/// once for [`Stats::add`] and [`Stats::counters`]: `Stats::totals` (each with the field's
+/// name) and `Stats::totals_mut`. Both destructure `Stats` without `..`, so a field added to the
 /// struct and not to this list does not compile.
 macro_rules! totals {
     ($($field:ident),+ $(,)?) => {
@@ -441,9 +450,9 @@ macro_rules! totals {
                 [$((stringify!($field), *$field)),+]
             }
 
-            fn totals_mut(&mut self) -> [(&'static str, &mut u64); Self::TOTALS] {
+            fn totals_mut(&mut self) -> [&mut u64; Self::TOTALS] {
                 let Stats { $($field,)+ passed: _, flushes: _, tunnel: _ } = self;
-                [$((stringify!($field), $field)),+]
+                [$($field),+]
             }
         }
     };
@@ -474,15 +483,16 @@ fn add_each<const N: usize>(a: &mut [u64; N], b: &[u64; N]) {
     }
 }
 
-/// The counters of a by-reason array, named by their reasons.
-fn by_reason<'a, R: Copy + Into<&'static str>>(
+/// The counters of a by-reason array, named by their reasons' `name`.
+fn by_reason<'a, R: Copy>(
     group: Group,
     reasons: &'static [R],
+    name: fn(R) -> &'static str,
     values: &'a [u64],
 ) -> impl Iterator<Item = Counter> + 'a {
-    reasons.iter().zip(values).map(move |(r, &value)| Counter {
+    reasons.iter().zip(values).map(move |(&r, &value)| Counter {
         group,
-        name: (*r).into(),
+        name: name(r),
         value,
     })
 }
@@ -602,7 +612,8 @@ mod tests {
         s
     }
 
-    const TOTAL: usize = 15 + PassReason::COUNT + FlushReason::COUNT + 3 + PassReason::COUNT;
+    const TOTAL: usize =
+        Stats::TOTALS + PassReason::COUNT + FlushReason::COUNT + 3 + PassReason::COUNT;
 
     #[test]
     fn counters_cover_every_field_once_in_order() {
