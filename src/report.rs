@@ -3,8 +3,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use lro_core::stats::Group;
 use lro_core::{FlushReason, PassReason, Stats};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 /// What was run, for the report's header.
 #[derive(Debug, Clone)]
@@ -321,12 +322,15 @@ fn all_counters(s: &Stats) -> Value {
     )
 }
 
-fn counters(names: impl Iterator<Item = &'static str>, counts: &[u64]) -> Value {
-    let mut m = Map::new();
-    for (k, n) in names.zip(counts) {
-        m.insert(k.to_string(), json!(n));
-    }
-    Value::Object(m)
+/// The counters of one group of `s` ([`Stats::counters`]), by their names in it:
+/// `{"not_ip": 0, ...}` for [`Group::Passed`].
+fn group(s: &Stats, group: Group) -> Value {
+    Value::Object(
+        s.counters()
+            .filter(|c| c.group == group)
+            .map(|c| (c.name.to_string(), json!(c.value)))
+            .collect(),
+    )
 }
 
 /// The JSON object.
@@ -361,14 +365,14 @@ pub(crate) fn json(info: &RunInfo, s: &Stats) -> Value {
         "prediction_paused": s.prediction_paused,
         "bypassed_bursts": s.bypassed_bursts,
         "ratio": ratio(s.frames_in, out),
-        "passed": counters(PassReason::ALL.iter().map(|r| r.name()), &s.passed),
-        "flushes": counters(FlushReason::ALL.iter().map(|r| r.name()), &s.flushes),
+        "passed": group(s, Group::Passed),
+        "flushes": group(s, Group::Flushes),
         "tunnel": {
             "encap": crate::tunnel::NAME,
             "frames_in": s.tunnel.frames_in,
             "frames_merged": s.tunnel.frames_merged,
             "acks_merged": s.tunnel.acks_merged,
-            "passed": counters(PassReason::ALL.iter().map(|r| r.name()), &s.tunnel.passed),
+            "passed": group(s, Group::TunnelPassed),
         },
         "counters": all_counters(s),
         "load_ms": info.load_time.as_secs_f64() * 1e3,
