@@ -361,7 +361,7 @@ pub(crate) fn command(args: &ExplainArgs) -> Result<()> {
         summary["plot"] = json!(args.plot.as_ref().map(|p| p.display().to_string()));
         let _ = writeln!(t, "{summary}");
     } else {
-        write_table(&mut t, args, &r, &rows, shown);
+        write_table(&mut t, args, &r, &rows, flow_count, shown);
         t.push_str(&plot_note);
     }
     if to_stdout {
@@ -377,6 +377,7 @@ fn write_table(
     args: &ExplainArgs,
     r: &crate::replay::Replayed,
     rows: &[(Option<&FlowId>, &FlowRow)],
+    flow_count: usize,
     shown: usize,
 ) {
     let s = &r.stats;
@@ -395,7 +396,7 @@ fn write_table(
             Some(us) => format!(", held, idle timeout {us} us"),
             None => String::new(),
         },
-        rows.iter().filter(|(k, _)| k.is_some()).count()
+        flow_count
     );
     if let Some(line) = tunnel::summary(&s.tunnel) {
         let _ = writeln!(t, "tunnelled ({}): {line}", tunnel::NAME);
