@@ -17,7 +17,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::DataLink;
 use serde_json::Value;
 
-use common::{capture_bytes, lro, lro_json, lro_ok, root, temp_dir, u, write_pcap};
+use common::{arp_frame, capture_bytes, lro, lro_json, lro_ok, root, temp_dir, u, write_pcap};
 
 const SMALL: &str = "data/small.pcap.xz";
 const DEFAULT: &str = "data/default.pcap.xz";
@@ -585,13 +585,7 @@ fn frames_the_engine_cannot_coalesce_pass_through_byte_identical() {
     let dir = temp_dir("cli", "odd");
     let small = read_capture(&root().join(SMALL));
     let t = small.frames[10].0;
-    let arp = {
-        let mut f = vec![0xff; 6];
-        f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
-        f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-        f.resize(60, 0);
-        f
-    };
+    let arp = arp_frame();
     let udp = ipv4_frame(17, &[0x30, 0x39, 0x00, 0x35, 0, 12, 0, 0, 1, 2, 3, 4]);
     // TCP header claims a 20-byte header but the datagram ends after 8 bytes of it.
     let truncated_tcp = ipv4_frame(6, &[0x30, 0x39, 0x14, 0x51, 0, 0, 0, 1]);
@@ -690,25 +684,20 @@ fn bad_options_exit_2() {
     let out = lro(&["replay", "--rss-sort", "--hold"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rss-sort"));
-    for cmd in ["replay", "explain"] {
-        // --hold flushes idle flows before every frame: each frame is a burst, which --bypass
-        // (judging bursts of 16 or more) could never act on.
-        let out = lro(&[cmd, "--bypass", "--hold"]);
-        assert_eq!(out.status.code(), Some(2), "{cmd}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("--bypass") && err.contains("--hold"),
-            "{cmd}: {err}"
-        );
-    }
-    for cmd in ["replay", "explain", "bench"] {
-        let out = lro(&[cmd, "--rss-sort", "--bypass"]);
-        assert_eq!(out.status.code(), Some(2), "{cmd}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("--bypass") && err.contains("--rss-sort"),
-            "{cmd}: {err}"
-        );
+    // Pairs refused by the commands that have both options, each error naming both. (--hold
+    // flushes idle flows before every frame: each frame is a burst, which --bypass, judging
+    // bursts of 16 or more, could never act on.)
+    let pairs: [(&[&str], [&str; 2]); 2] = [
+        (&["replay", "explain"], ["--bypass", "--hold"]),
+        (&["replay", "explain", "bench"], ["--rss-sort", "--bypass"]),
+    ];
+    for (cmds, [a, b]) in pairs {
+        for &cmd in cmds {
+            let out = lro(&[cmd, a, b]);
+            assert_eq!(out.status.code(), Some(2), "{cmd}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(a) && err.contains(b), "{cmd}: {err}");
+        }
     }
 }
 
@@ -722,9 +711,7 @@ fn explain_counts_flows_not_the_row_of_other_frames() {
         .payload(&[1; 100]);
     let mut tcp = vec![0u8; spec.len()];
     spec.write(&mut tcp).unwrap();
-    let mut arp = vec![0xff; 6];
-    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
-    arp.extend_from_slice(&[0u8; 28]);
+    let arp = arp_frame();
     let path = dir.join("tcp-and-arp.pcap");
     write_pcap(
         &path,
@@ -1497,10 +1484,7 @@ fn explain_plot_writes_a_well_formed_svg_of_every_shown_flow() {
 
 /// Writes a capture of `n` minimal Ethernet frames (ARP: each passes the engine alone).
 fn long_capture(path: &Path, n: usize) {
-    let mut arp = vec![0xff; 6];
-    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
-    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-    arp.resize(60, 0);
+    let arp = arp_frame();
     let frames: Vec<(Duration, Vec<u8>)> = (0..n)
         .map(|i| (Duration::from_micros(i as u64), arp.clone()))
         .collect();

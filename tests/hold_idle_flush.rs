@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pcap_file::pcap::PcapReader;
 
-use common::{capture_bytes, lro_json, root, temp_dir, write_pcap};
+use common::{arp_frame, capture_bytes, lro_json, root, temp_dir, write_pcap};
 
 fn read_frames(path: &Path) -> Vec<(Duration, Vec<u8>)> {
     let raw = capture_bytes(path);
@@ -42,13 +42,7 @@ fn hold_flushes_idle_flows_before_a_cooked_non_ip_frame_as_before_an_ethernet_on
     let dir = temp_dir("review", "hold-not-ip");
     let small = read_frames(&root().join("data/small.pcap.xz"));
     let mut eth: Vec<(Duration, Vec<u8>)> = small[..30].to_vec();
-    let arp = {
-        let mut f = vec![0xff; 6];
-        f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
-        f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-        f.resize(60, 0);
-        f
-    };
+    let arp = arp_frame();
     // One second after the last frame: every held flow is idle by then.
     eth.push((eth[eth.len() - 1].0 + Duration::from_secs(1), arp));
     let sll: Vec<(Duration, Vec<u8>)> = eth.iter().map(|(t, f)| (*t, to_sll(f))).collect();

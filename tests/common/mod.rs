@@ -109,3 +109,13 @@ pub(crate) fn capture_bytes(path: &Path) -> Vec<u8> {
         raw
     }
 }
+
+/// A minimal Ethernet frame that is not IP: an ARP request, padded to 60 bytes (the engine
+/// passes it alone).
+pub(crate) fn arp_frame() -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    f.resize(60, 0);
+    f
+}
