@@ -35,12 +35,24 @@ macro_rules! reason_enum {
             }
         }
 
+        impl Reason for $name {
+            fn name(self) -> &'static str {
+                $name::name(self)
+            }
+        }
+
         impl core::fmt::Display for $name {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 f.write_str(self.name())
             }
         }
     };
+}
+
+/// A reason type's name for each variant, for [`Stats::counters`] (not public: the reasons'
+/// own `name` is).
+trait Reason: Copy {
+    fn name(self) -> &'static str;
 }
 
 reason_enum! {
@@ -253,12 +265,7 @@ impl TunnelStats {
                 name,
                 value,
             })
-            .chain(by_reason(
-                Group::TunnelPassed,
-                PassReason::ALL,
-                PassReason::name,
-                passed,
-            ))
+            .chain(by_reason(Group::TunnelPassed, PassReason::ALL, passed))
     }
 }
 
@@ -420,18 +427,8 @@ impl Stats {
                 name,
                 value,
             })
-            .chain(by_reason(
-                Group::Passed,
-                PassReason::ALL,
-                PassReason::name,
-                &self.passed,
-            ))
-            .chain(by_reason(
-                Group::Flushes,
-                FlushReason::ALL,
-                FlushReason::name,
-                &self.flushes,
-            ))
+            .chain(by_reason(Group::Passed, PassReason::ALL, &self.passed))
+            .chain(by_reason(Group::Flushes, FlushReason::ALL, &self.flushes))
             .chain(self.tunnel.counters())
     }
 }
@@ -483,16 +480,15 @@ fn add_each<const N: usize>(a: &mut [u64; N], b: &[u64; N]) {
     }
 }
 
-/// The counters of a by-reason array, named by their reasons' `name`.
-fn by_reason<'a, R: Copy>(
+/// The counters of a by-reason array, named by their reasons.
+fn by_reason<'a, R: Reason>(
     group: Group,
     reasons: &'static [R],
-    name: fn(R) -> &'static str,
     values: &'a [u64],
 ) -> impl Iterator<Item = Counter> + 'a {
     reasons.iter().zip(values).map(move |(&r, &value)| Counter {
         group,
-        name: name(r),
+        name: r.name(),
         value,
     })
 }
