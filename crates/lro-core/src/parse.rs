@@ -768,8 +768,19 @@ fn general<E: Encap>(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unparsed> {
         macs,
         FlowKey::pack_tags(tags, version, meta.link, ip.label),
     );
-    if ip.proto == protocol::TCP || ip.facts.v6 && ip.fragment {
-        // An IPv6 Fragment header hides what follows: it may be TCP.
+    if ip.facts.v6 && ip.fragment {
+        // Every fragment's Fragment header names the protocol of the datagram it cuts (RFC
+        // 8200 section 4.5): a tunnel's fragment must not overtake the tunnel's held flows,
+        // whose keys hold their inner addresses.
+        let tunnel = E::ENABLED && ip.next < ip.end && frame[ip.next] == E::IP_PROTOCOL;
+        let hint = if tunnel {
+            FlowHint::Tunnel(key)
+        } else {
+            FlowHint::Addresses(key)
+        };
+        return Err(Unparsed::new(PassReason::Fragment, hint));
+    }
+    if ip.proto == protocol::TCP {
         if ip.fragment {
             return Err(Unparsed::new(
                 PassReason::Fragment,

@@ -14,8 +14,10 @@
 //! # What merges (Linux `net/ipv4/gre_offload.c`)
 //! - GRE version 0 with the checksum (C) and key (K) flags in any combination. A frame with the
 //!   sequence flag (S), the routing flag (R), any other RFC 1701 bit or another version is
-//!   never merged: it is delivered alone, in order (its flow's held segment first), and counted
-//!   under [`PassReason::Encap`] (Linux flushes these: GSO cannot rebuild sequence numbers).
+//!   never merged: it is delivered alone, in order, and counted under [`PassReason::Encap`]
+//!   (Linux flushes these: GSO cannot rebuild sequence numbers). Its flags make it another
+//!   tunnel, but the inner connection may be the one a held segment belongs to: the held
+//!   segments of its inner flow between the same outer addresses go first.
 //! - Inner IPv4, IPv6, and transparent Ethernet bridging (protocol `0x6558`: gretap; NVGRE,
 //!   RFC 7637, is TEB with the key carrying the virtual subnet and a flow id). Any other
 //!   protocol type passes alone as not TCP ([`PassReason::NotTcp`]); a tunnel in a tunnel

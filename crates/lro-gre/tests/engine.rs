@@ -280,9 +280,9 @@ fn sequence_routing_and_other_bits_never_merge() {
 
 #[test]
 fn a_never_merged_frame_goes_after_its_flows_held_segment() {
-    // GRE's identity includes the flags, so a sequence-numbered frame belongs to another
-    // tunnel. What goes alone *within* a flow is a frame with a bad GRE checksum: the flow's
-    // held segment must go first.
+    // A frame with a bad GRE checksum goes alone *within* its flow: the flow's held segment
+    // must go first. (Frames the tunnel keeps apart, with S or an outer fragment: the test
+    // after `outer_header_rules_apply`.)
     let mut f = Flow::new(GreSpec::ipv4().checksum().key(5));
     let mut frames = f.data(3);
     let mut bad = GreSpec::ipv4().checksum().key(5);
@@ -469,6 +469,62 @@ fn outer_header_rules_apply() {
     frames[1][24] ^= 0xff; // outer header checksum
     let (_, verdicts, _) = go(Config::gro(), &inputs(&f, &frames, Nic::None));
     assert_eq!(verdicts[1], Verdict::Passed(PassReason::BadIpChecksum));
+}
+
+/// DESIGN.md invariant 2 for frames the tunnel layer keeps apart: an outer fragment (IPv4 or
+/// IPv6: its inner flow cannot be read) and a GRE header that never merges (S, R, a reserved
+/// bit: another tunnel identity, the same inner connection) go after the held segment of the
+/// tunnel's flow, under both policies, with and without prediction, for every NIC mode.
+#[test]
+fn a_frame_the_tunnel_keeps_apart_goes_after_the_held_segment() {
+    use lro_core::testing::Ipv6Fragment;
+    type Change = fn(&mut GreSpec);
+    let apart: [(&str, Change); 5] = [
+        ("outer fragment", |g| match &mut g.ip {
+            IpSpec::V4(v4) => v4.mf = true,
+            IpSpec::V6(v6) => {
+                v6.fragment = Some(Ipv6Fragment {
+                    offset: 0,
+                    more: true,
+                    ident: 7,
+                })
+            }
+        }),
+        ("S", |g| *g = g.sequence(3)),
+        ("R", |g| g.flags_version |= flags::R),
+        ("reserved bit", |g| g.flags_version |= 0x0008),
+        ("version 1", |g| g.flags_version |= 1),
+    ];
+    for outer in [GreSpec::ipv4(), GreSpec::ipv6()] {
+        for (what, change) in apart {
+            let mut f = Flow::new(outer.checksum().key(5));
+            let mut frames = f.data(2);
+            let keep = f.gre;
+            change(&mut f.gre);
+            frames.extend(f.data(1));
+            f.gre = keep;
+            frames.extend(f.data(1));
+            for nic in NICS {
+                for mut config in [Config::gro(), Config::lro()] {
+                    for prediction in [true, false] {
+                        config.header_prediction = prediction;
+                        let (rec, verdicts, stats) = go(config, &inputs(&f, &frames, nic));
+                        let case = format!("{what}, outer {:?}, {nic:?}, {config:?}", outer.ip);
+                        let reason = if what == "outer fragment" {
+                            PassReason::Fragment
+                        } else {
+                            PassReason::Encap
+                        };
+                        assert_eq!(verdicts[2], Verdict::Passed(reason), "{case}");
+                        assert_eq!(stats.tunnel.passed[reason.index()], 1, "{case}");
+                        let segs = segments(&rec);
+                        assert_eq!(segs[0].0, vec![0, 1], "{case}: the held pair first");
+                        assert_eq!(segs[1].0, vec![2], "{case}");
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The GRE checksum: a frame whose checksum is wrong is never merged and passes counted, with

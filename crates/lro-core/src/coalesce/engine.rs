@@ -1308,6 +1308,8 @@ where
             Decision::Alone(reason) => {
                 if let Some(slot) = inc.slot {
                     self.flush_slot(slot, FlushReason::Unmergeable, sink);
+                } else if E::ENABLED && inc.facts.encap.is_err() {
+                    self.flush_inner_flow(&inc.key, sink);
                 }
                 if reason == PassReason::PureAck && !inc.predicted {
                     self.keep_idle(inc, frame.as_ref(), meta);
@@ -1753,22 +1755,54 @@ where
 
     /// Flushes held segments a frame with this hint must not overtake.
     fn flush_for_hint<K: Sink<F> + ?Sized>(&mut self, hint: &FlowHint, sink: &mut K) {
-        let matches = |k: &Key<E::Tunnel>| match hint {
-            FlowHint::None => false,
+        match hint {
+            FlowHint::None => {}
             // Ports unknown: every held flow of the address pair goes first.
-            FlowHint::Addresses(a) => k.flow.same_addresses(a),
+            FlowHint::Addresses(a) => self.flush_where(|k| k.flow.same_addresses(a), sink),
             // Inner flow unknown: every held flow of the tunnel's outer address pair.
-            FlowHint::Tunnel(o) => k
-                .tunnel
-                .key()
-                .is_some_and(|t| t.outer_src == o.src && t.outer_dst == o.dst),
-        };
-        if matches!(hint, FlowHint::None) {
-            return;
+            FlowHint::Tunnel(o) => self.flush_where(
+                |k| {
+                    k.tunnel
+                        .key()
+                        .is_some_and(|t| t.outer_src == o.src && t.outer_dst == o.dst)
+                },
+                sink,
+            ),
         }
+    }
+
+    /// Flushes, before a frame whose tunnel header never merges (`inc.facts.encap` is an
+    /// error: GRE with a sequence number, say), the held segments of its inner flow between
+    /// the same outer addresses. Such a header is part of the tunnel's identity, so no held
+    /// flow has the frame's key, but the inner TCP connection is the same one and its data
+    /// must not be overtaken.
+    #[cold]
+    fn flush_inner_flow<K: Sink<F> + ?Sized>(&mut self, key: &Key<E::Tunnel>, sink: &mut K) {
+        let Some(outer) = key.tunnel.key().copied() else {
+            return;
+        };
+        let inner = key.flow;
+        self.flush_where(
+            |k| {
+                k.flow == inner
+                    && k.tunnel.key().is_some_and(|t| {
+                        t.outer_src == outer.outer_src && t.outer_dst == outer.outer_dst
+                    })
+            },
+            sink,
+        );
+    }
+
+    /// Flushes every held segment whose key `matches`, oldest first.
+    fn flush_where<K: Sink<F> + ?Sized>(
+        &mut self,
+        matches: impl Fn(&Key<E::Tunnel>) -> bool,
+        sink: &mut K,
+    ) {
         // O(flows held), only for frames the parser could not read as TCP but whose addresses
-        // it knows: fragments, truncated headers, routed IPv6, and tunnelled frames whose inner
-        // flow it could not read (GRE carrying UDP among them).
+        // it knows (fragments, truncated headers, routed IPv6, tunnelled frames whose inner
+        // flow it could not read, GRE carrying UDP among them) and for tunnelled frames whose
+        // tunnel header never merges.
         let mut cur = self.store.parts().index.oldest();
         while let Some(slot) = cur {
             let parts = self.store.parts();
