@@ -83,7 +83,7 @@ fn check(frame: &[u8], meta: &RxMeta) {
         (Err(u), r) => {
             match r {
                 Class::Tcp(t) => panic!("engine refused ({:?}) a TCP frame: {t:?}", u.reason),
-                Class::Fragment => assert_eq!(u.reason, PassReason::Fragment),
+                Class::Fragment(_) => assert_eq!(u.reason, PassReason::Fragment),
                 Class::Routed => assert_eq!(u.reason, PassReason::Routed),
                 Class::NotTcp => assert_eq!(u.reason, PassReason::NotTcp),
                 Class::NotIp => assert_eq!(u.reason, PassReason::NotIp),

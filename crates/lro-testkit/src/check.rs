@@ -199,9 +199,87 @@ fn check_verdict(n: usize, v: Verdict, during: &[Out]) {
     }
 }
 
+/// DESIGN.md invariant 2 for frames whose flow the engine cannot fully read: every frame of
+/// a flow such a frame belongs with, pushed before it, comes out before it. A fragment belongs
+/// with the flows of its addresses, or for a fragment of a GRE datagram with every flow
+/// tunnelled between its outer addresses ([`oracle::Barrier`]); a tunnelled frame whose GRE
+/// header never merges (another tunnel identity) with its inner flow in any tunnel between
+/// the same outer addresses.
+fn check_barriers(inputs: &[Pushed], rec: &Recorder, rank: &[usize]) {
+    let mut at = vec![usize::MAX; inputs.len()];
+    for (pos, o) in rec.out.iter().enumerate() {
+        match o {
+            Out::Seg { ids, .. } => ids.iter().for_each(|&i| at[i] = pos),
+            Out::Rel(i) => at[*i] = pos,
+        }
+    }
+    // GRE flags beyond C and K, or another version: never merged.
+    let apart = |t: &oracle::TunnelId| t.flags & !0xa000 != 0;
+    for (i, x) in inputs.iter().enumerate() {
+        if rank[i] == usize::MAX {
+            continue;
+        }
+        let barrier = oracle::barrier(&x.bytes, &x.meta);
+        let inner = x
+            .tcp
+            .as_ref()
+            .and_then(|t| t.id.tunnel.filter(apart).map(|tun| (t.id, tun)));
+        let covers = |id: &Identity| match (&barrier, &inner) {
+            (Some(b), _) => b.covers(id),
+            (None, Some((own, tun))) => id.tunnel.is_some_and(|u| {
+                u.outer_src == tun.outer_src
+                    && u.outer_dst == tun.outer_dst
+                    && Identity {
+                        tunnel: None,
+                        ..*id
+                    } == Identity {
+                        tunnel: None,
+                        ..*own
+                    }
+            }),
+            (None, None) => false,
+        };
+        if barrier.is_none() && inner.is_none() {
+            continue;
+        }
+        for (j, y) in inputs.iter().enumerate() {
+            if rank[j] < rank[i] && y.tcp.as_ref().is_some_and(|t| covers(&t.id)) {
+                assert!(
+                    at[j] < at[i],
+                    "order: frame {i} (a fragment or a never-merged tunnel header) came out \
+                     before frame {j}, pushed earlier, of a flow it belongs with"
+                );
+            }
+        }
+    }
+}
+
 /// `a <= b` in sequence-number space (RFC 1982).
 pub(crate) fn serial_le(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) >= 0
+}
+
+/// The order a run promises.
+#[derive(Clone, Copy)]
+pub enum Order<'a> {
+    /// Arrival order, as an engine keeps it: every flow's frames in order, and the held
+    /// segments a frame belongs with (though its flow cannot be fully read: a fragment, a
+    /// tunnelled frame whose GRE header never merges) before it.
+    Arrival,
+    /// The order of the flows this accepts only, and nothing across flows (the RSS wrapper:
+    /// frames of one connection with different hashes, fragments among them, may be
+    /// reordered).
+    Flows(&'a dyn Fn(&Identity) -> bool),
+}
+
+impl Order<'_> {
+    /// Whether the order of the flow `id` is promised.
+    pub fn keeps(&self, id: &Identity) -> bool {
+        match self {
+            Order::Arrival => true,
+            Order::Flows(f) => f(id),
+        }
+    }
 }
 
 /// Checks every invariant on a run's record: conservation, per-flow order and bytes,
@@ -209,15 +287,10 @@ pub(crate) fn serial_le(a: u32, b: u32) -> bool {
 /// output (through GRE too), and under `Gro` that software segmentation gives the frames back.
 /// With generator ground truth ([`Built::truth`]), also every check of
 /// [`crate::scenario::check_truth`]. `frames_max` is the table's frame limit per segment;
-/// `ordered(identity)` says whether the flow's order is promised (the RSS wrapper does not
-/// promise it for flows with inconsistent hashes). Panics with a description on a violation.
-pub fn check(
-    built: &Built,
-    config: &Config,
-    frames_max: usize,
-    run: &Run,
-    ordered: &dyn Fn(&Identity) -> bool,
-) {
+/// `order` says which order the run promises ([`Order`]). Panics with a description on a
+/// violation.
+pub fn check(built: &Built, config: &Config, frames_max: usize, run: &Run, order: Order<'_>) {
+    let ordered = &|id: &Identity| order.keeps(id);
     let rec = &run.rec;
     let inputs = &built.frames;
     let gro = config.policy == Policy::Gro;
@@ -268,6 +341,9 @@ pub fn check(
                 }
             }
         }
+    }
+    if matches!(order, Order::Arrival) {
+        check_barriers(inputs, rec, &rank);
     }
     for (pos, o) in rec.out.iter().enumerate() {
         match o {

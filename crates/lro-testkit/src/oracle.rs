@@ -95,8 +95,9 @@ impl Outer {
 pub enum Class {
     /// A TCP segment with readable headers.
     Tcp(Box<Tcp>),
-    /// An IP fragment of a TCP datagram (IPv4 MF/offset/reserved bit, IPv6 fragment header).
-    Fragment,
+    /// An IP fragment of a TCP datagram (IPv4 MF/offset/reserved bit, IPv6 fragment header),
+    /// or of a GRE datagram: the held segments it must not overtake.
+    Fragment(Box<Barrier>),
     /// A TCP datagram on its way through an IPv6 Routing header's route (segments left not 0),
     /// or with a Home Address destination option: its checksum covers an address the IPv6
     /// header does not show.
@@ -107,6 +108,49 @@ pub enum Class {
     NotIp,
     /// Too short or inconsistent lengths.
     Malformed,
+}
+
+/// The held segments a fragment must not overtake (DESIGN.md invariant 2: its flow's, though
+/// its ports or its inner flow cannot be read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Barrier {
+    /// A plain fragment: the flows of this identity, ports aside (they are zero here).
+    Addresses(Identity),
+    /// A fragment of a GRE datagram: the flows of every tunnel between these outer addresses
+    /// (IPv4 in the first four bytes).
+    Tunnel {
+        /// Outer source address.
+        src: [u8; 16],
+        /// Outer destination address.
+        dst: [u8; 16],
+    },
+}
+
+impl Barrier {
+    /// Whether the flow of `id` is one this fragment must not overtake.
+    pub fn covers(&self, id: &Identity) -> bool {
+        match self {
+            Barrier::Addresses(a) => {
+                id.tunnel.is_none()
+                    && Identity {
+                        sport: 0,
+                        dport: 0,
+                        ..*id
+                    } == *a
+            }
+            Barrier::Tunnel { src, dst } => id
+                .tunnel
+                .is_some_and(|t| t.outer_src == *src && t.outer_dst == *dst),
+        }
+    }
+}
+
+/// What a frame the reference reads as a fragment must not overtake ([`classify_gre`]).
+pub fn barrier(b: &[u8], meta: &RxMeta) -> Option<Barrier> {
+    match classify_gre(b, meta) {
+        Class::Fragment(barrier) => Some(*barrier),
+        _ => None,
+    }
 }
 
 /// A TCP segment as the reference reads it. Offsets are from the start of the frame.
@@ -292,12 +336,12 @@ fn ipv4(b: &[u8], l3: usize, mut id: Identity) -> Class {
         return Class::NotTcp;
     }
     let frag = be16(b, l3 + 6);
-    if frag & 0xbfff != 0 {
-        return Class::Fragment;
-    }
     id.version = 4;
     id.src[..4].copy_from_slice(&b[l3 + 12..l3 + 16]);
     id.dst[..4].copy_from_slice(&b[l3 + 16..l3 + 20]);
+    if frag & 0xbfff != 0 {
+        return Class::Fragment(Box::new(Barrier::Addresses(id)));
+    }
     tcp(b, l3, l3 + ihl, l3 + total, id, false).map_or(Class::Malformed, |mut t| {
         t.ttl = b[l3 + 8];
         t.tos = b[l3 + 1];
@@ -329,7 +373,20 @@ fn ipv6(b: &[u8], l3: usize, mut id: Identity) -> Class {
         match next {
             0 if walked == 0 => {}
             43 | 60 => {}
-            44 => return Class::Fragment,
+            // A Fragment header names what the datagram it cuts carries (RFC 8200 section
+            // 4.5): GRE makes it a tunnel's fragment.
+            44 => {
+                return Class::Fragment(Box::new(
+                    if b.get(at).is_some_and(|&p| p == 47) && at < ip_end {
+                        Barrier::Tunnel {
+                            src: id.src,
+                            dst: id.dst,
+                        }
+                    } else {
+                        Barrier::Addresses(id)
+                    },
+                ))
+            }
             _ => return Class::NotTcp,
         }
         if walked == 8 || at + 2 > ip_end {
@@ -563,12 +620,15 @@ pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
                 return classify(b, meta);
             }
             let frag = be16(b, l3 + 6);
-            if frag & 0xbfff != 0 {
-                return Class::Fragment;
-            }
             tun.outer_version = 4;
             tun.outer_src[..4].copy_from_slice(&b[l3 + 12..l3 + 16]);
             tun.outer_dst[..4].copy_from_slice(&b[l3 + 16..l3 + 20]);
+            if frag & 0xbfff != 0 {
+                return Class::Fragment(Box::new(Barrier::Tunnel {
+                    src: tun.outer_src,
+                    dst: tun.outer_dst,
+                }));
+            }
             outer.gre = l3 + ihl;
             outer.ttl = b[l3 + 8];
             outer.tos = b[l3 + 1];
@@ -697,6 +757,11 @@ pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
             t.outer = Some(outer);
             Class::Tcp(t)
         }
+        // An inner fragment: its inner flow cannot be read, only its tunnel's endpoints.
+        Class::Fragment(_) => Class::Fragment(Box::new(Barrier::Tunnel {
+            src: tun.outer_src,
+            dst: tun.outer_dst,
+        })),
         other => other,
     }
 }

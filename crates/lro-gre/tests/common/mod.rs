@@ -62,7 +62,15 @@ pub fn check(inputs: &[Input], ops: &[Op], config: &Config, rec: &Recorder) -> R
         dup_known: Vec::new(),
         steps_done: Vec::new(),
     };
-    check::catch(|| check::check(&built(inputs, ops), config, usize::MAX, &run, &|_| true))
+    check::catch(|| {
+        check::check(
+            &built(inputs, ops),
+            config,
+            usize::MAX,
+            &run,
+            check::Order::Arrival,
+        )
+    })
 }
 
 /// Counts the delivered segments of more than one frame.

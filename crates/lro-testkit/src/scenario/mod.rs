@@ -727,7 +727,7 @@ pub fn run_both_and_check(sc: &Scenario) -> Result<u64, String> {
         let a = check::run(&mut *on, &sc.built, true);
         let b = check::run(&mut *off, &sc.built, true);
         let predicted = check::same_with_prediction(&a, on.stats(), &b, off.stats());
-        check::check(&sc.built, &sc.config, S, &a, &|_| true);
+        check::check(&sc.built, &sc.config, S, &a, check::Order::Arrival);
         predicted
     }
     check::catch(|| {
@@ -745,7 +745,7 @@ pub fn run_and_check(sc: &Scenario) -> Result<Stats, String> {
     fn go<const N: usize, const S: usize>(sc: &Scenario) -> Stats {
         let mut e: Box<Engine<Tagged, Sizes<N, S>>> = Box::new(Engine::new(sc.config));
         let run = check::run(&mut *e, &sc.built, true);
-        check::check(&sc.built, &sc.config, S, &run, &|_| true);
+        check::check(&sc.built, &sc.config, S, &run, check::Order::Arrival);
         e.stats().clone()
     }
     check::catch(|| {

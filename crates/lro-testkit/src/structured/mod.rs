@@ -537,10 +537,10 @@ pub fn check_all(
     config: &Config,
     frames_max: usize,
     run: &Run,
-    ordered: &dyn Fn(&Identity) -> bool,
+    order: check::Order<'_>,
 ) {
-    check::check(built, config, frames_max, run, ordered);
-    check_headers(built, config, run, ordered);
+    check::check(built, config, frames_max, run, order);
+    check_headers(built, config, run, &|id| order.keeps(id));
 }
 
 /// The TCP and (inner) IP headers of every rewritten segment, byte for byte: the head's but
@@ -655,7 +655,7 @@ pub fn check_headers(
 
 fn run_plain<const N: usize, const S: usize>(built: &Built, config: Config) {
     let on = run_engine::<N, S>(built, config);
-    check_all(built, &config, S, &on.0, &|_| true);
+    check_all(built, &config, S, &on.0, check::Order::Arrival);
     // Header prediction decides as the general path: the same input through an engine with it
     // off, and the same input with every frame whose checksums are right marked
     // hardware-verified (the case prediction covers) through both, give the same output and
@@ -665,14 +665,14 @@ fn run_plain<const N: usize, const S: usize>(built: &Built, config: Config) {
     same_output(&on, &off);
     let verified = built.all_verified();
     let on = run_engine::<N, S>(&verified, config);
-    check_all(&verified, &config, S, &on.0, &|_| true);
+    check_all(&verified, &config, S, &on.0, check::Order::Arrival);
     let off = run_engine::<N, S>(&verified, config.with_header_prediction(false));
     same_output(&on, &off);
     // Adaptive bypass changes what merges, so its output is not compared; it must keep every
     // invariant.
     let bypass = config.with_adaptive_bypass(true);
     let on = run_engine::<N, S>(built, bypass);
-    check_all(built, &bypass, S, &on.0, &|_| true);
+    check_all(built, &bypass, S, &on.0, check::Order::Arrival);
 }
 
 /// One run: the output and the counters.
@@ -723,7 +723,8 @@ fn run_sorted<const N: usize, const S: usize, const B: usize>(built: &Built, con
         built.frames.len(),
         "inner frames_in"
     );
-    check_all(built, &config, S, &rec, &|id| !mixed.contains_key(id));
+    let ordered = |id: &Identity| !mixed.contains_key(id);
+    check_all(built, &config, S, &rec, check::Order::Flows(&ordered));
 }
 
 /// The `rss_sorted` target: the same input through `RssSorted` around a small table.
