@@ -27,6 +27,10 @@ BOARDS=(
 )
 only=${1:-}
 timeout_s=${QEMU_TIMEOUT:-120}
+if [ -n "$only" ] && ! printf '%s\n' "${BOARDS[@]}" | awk '{print $1}' | grep -qx -- "$only"; then
+  echo "firmware-qemu: no board '$only' (one of: $(printf '%s\n' "${BOARDS[@]}" | awk '{print $1}' | tr '\n' ' '))" >&2
+  exit 2
+fi
 
 command -v qemu-system-arm >/dev/null ||
   { echo "firmware-qemu: skipped: qemu-system-arm is not installed (Debian: apt-get install qemu-system-arm)"; exit 3; }
@@ -43,6 +47,9 @@ eval "$exports"
 
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
+# Ctrl-C or a TERM ends the run (with a failure status); `timeout --foreground` below keeps
+# QEMU in this process group, so the same signal reaches it.
+trap 'exit 130' INT TERM
 
 # The `counters` object of lro replay's --json (every counter of the engine, by the names
 # `Stats::counters` gives them, as the firmware prints them), as key=value lines.
@@ -79,7 +86,7 @@ for b in "${BOARDS[@]}"; do
   [ -f "$out_dir/slice.pcap" ] || { echo "firmware $machine $core: the build step wrote no slice.pcap"; status=1; continue; }
 
   set +e
-  timeout "$timeout_s" qemu-system-arm -M "$machine" -nographic -monitor none -serial none \
+  timeout --foreground "$timeout_s" qemu-system-arm -M "$machine" -nographic -monitor none -serial none \
     -semihosting-config enable=on,target=native -kernel "$elf" >"$log/qemu.out" 2>&1
   rc=$?
   set -e
@@ -139,7 +146,7 @@ for b in "${BOARDS[@]}"; do
     "+ M * $(field per_ack_record "$sizing") (frame handle of $(field frame_handle "$sizing") bytes)"
   # Not grep -q: it exits at the first match, readelf then dies of SIGPIPE and pipefail turns
   # the match into a miss.
-  if readelf -sW "$elf" | grep 'lro_core3rss9MICROSOFT' >/dev/null; then
+  if readelf -sW "$elf" | grep 'toeplitz9MICROSOFT' >/dev/null; then
     echo "firmware $machine: the Microsoft Toeplitz table (36 KiB) is linked although nothing hashes"
     diffs=$((diffs + 1))
   fi
