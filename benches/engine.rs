@@ -5,7 +5,8 @@
 //! Refilling the burst's buffers (the engine rewrites headers in place) is not timed, the same
 //! method as `lro bench` and the DPDK peer benchmark.
 //!
-//! Run: `cargo bench --bench engine -- --noplot`
+//! Run: `cargo bench --bench engine -- --noplot`. `BENCH_PAYLOAD=N` makes the data segments
+//! `N` bytes instead of 1448 (the sequence numbers follow, so they still coalesce).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use etherparse::{IpHeaders, Ipv4Header, PacketBuilder, TcpHeader};
@@ -69,7 +70,7 @@ fn traffic_runs(frames: usize, run: usize) -> Vec<Vec<u8>> {
             } else {
                 let f = (i / run) % 4;
                 let out = frame(f as u16, seqs[f], 1, ids[f], &payload, 1000);
-                seqs[f] = seqs[f].wrapping_add(1448);
+                seqs[f] = seqs[f].wrapping_add(payload.len() as u32);
                 ids[f] = ids[f].wrapping_add(1);
                 out
             }
