@@ -52,6 +52,16 @@
 //!   pseudo-header sum and every stack that verifies drops them.
 //! - Every frame of the queue goes to the socket, ARP included: the stack above answers ARP
 //!   (smoltcp does), or the peer gets a permanent neighbour entry.
+//!
+//! # Builds with overflow checks
+//! xdpilone 1.3, which maps the rings, adds to their 32-bit producer and consumer indices
+//! without wrapping, so with overflow checks on (debug builds) a ring panics once 2^32 frames
+//! have passed through it: minutes at line rate. This workspace turns the checks off for that
+//! crate in its `Cargo.toml`; a program built on this backend should do the same:
+//! ```toml
+//! [profile.dev.package.xdpilone]
+//! overflow-checks = false
+//! ```
 
 // The crate is `no_std`; this backend is `std`.
 use std::prelude::rust_2021::*;

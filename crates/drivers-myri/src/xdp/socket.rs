@@ -64,7 +64,8 @@ pub struct XskConfig {
     /// unless the device is known to verify (AF_XDP carries no checksum information).
     pub checksum: RxChecksum,
     /// Kick the kernel (`sendto`) from inside [`TxBuffer::send`] once this many frames wait in
-    /// the TX ring; `None`: only [`XskTx::flush`] kicks.
+    /// the TX ring (at most the transmit frames: a larger threshold kicks when all of them
+    /// wait); `None`: only [`XskTx::flush`] kicks, and [`XskTx::buffer`] when no chunk is free.
     pub auto_kick: Option<u32>,
     /// Largest frame smoltcp may send, Ethernet header included (the link MTU + 14).
     pub max_frame: u32,
@@ -265,8 +266,6 @@ impl XdpProgram {
             let ring_tx = user.map_tx().map_err(|e| xsk_error("map the TX ring", e))?;
             umem.bind(&user)
                 .map_err(|e| xsk_error("bind the AF_XDP socket to the queue", e))?;
-            sys::map_update(map, queue, user.as_raw_fd() as u32)
-                .map_err(|e| super::program::bpf_error("register the socket in the XSKMAP", e))?;
             let (fill, comp) = device.into_parts();
             Ok((user, fill, comp, ring_rx, ring_tx))
         })?;
@@ -285,7 +284,12 @@ impl XdpProgram {
             checksum: c.checksum,
             stats: RxStats::default(),
         };
+        // The fill ring gets its chunks before the program can redirect frames to the socket:
+        // a frame redirected to a socket with an empty fill ring is dropped, not passed on to
+        // the kernel's stack.
         rx.post_free();
+        sys::map_update(map, queue, rx.user.as_raw_fd() as u32)
+            .map_err(|e| super::program::bpf_error("register the socket in the XSKMAP", e))?;
         let tx = XskTx {
             area,
             ring: ring_tx,
@@ -364,22 +368,28 @@ pub struct XskRx {
 impl XskRx {
     /// Posts free chunks to the fill ring, as many as it has room for.
     fn post_free(&mut self) -> usize {
-        if self.free.is_empty() {
-            return 0;
+        let mut posted = 0;
+        // A reservation sees the room the ring had when the kernel's consumer index was last
+        // read, which may be less than it has now: ask again until nothing more fits.
+        while !self.free.is_empty() {
+            let mut w = self.fill.fill(self.free.len() as u32);
+            let room = (w.capacity() as usize).min(self.free.len());
+            let area = &self.area;
+            let from = self.free.len() - room;
+            // Exactly `room` items for `room` reserved slots: none is consumed without a slot.
+            let n = w.insert(self.free.drain(from..).filter_map(|idx| area.post(idx)));
+            w.commit();
+            drop(w);
+            if n == 0 {
+                break;
+            }
+            posted += n as usize;
         }
-        let mut w = self.fill.fill(self.free.len() as u32);
-        let room = (w.capacity() as usize).min(self.free.len());
-        let area = &self.area;
-        let from = self.free.len() - room;
-        // Exactly `room` items for `room` reserved slots: none is consumed without a slot.
-        let n = w.insert(self.free.drain(from..).filter_map(|idx| area.post(idx)));
-        w.commit();
-        drop(w);
-        if self.fill.needs_wakeup() {
+        if posted > 0 && self.fill.needs_wakeup() {
             self.fill.wake();
         }
-        self.stats.refilled += u64::from(n);
-        n as usize
+        self.stats.refilled += posted as u64;
+        posted
     }
 
     /// Collects the chunks of dropped handles and posts them to the fill ring; returns how many
@@ -606,10 +616,14 @@ impl XskTx {
     }
 
     /// A free chunk to write the next frame into; `None` when every chunk is in flight (after
-    /// taking completions back).
+    /// taking completions back, and kicking the kernel when frames wait in the TX ring: in
+    /// copy mode nothing completes without a kick).
     pub fn buffer(&mut self) -> Option<TxBuffer<'_>> {
         if self.free.is_empty() {
             self.complete();
+        }
+        if self.free.is_empty() && self.ring.pending() > 0 {
+            self.flush();
         }
         let idx = self.free.pop()?;
         Some(TxBuffer {
@@ -723,6 +737,7 @@ impl TxBuffer<'_> {
             in_flight,
             stats,
             auto_kick,
+            tx_frames,
             ..
         } = &mut *self.tx;
         let Some(mut chunk) = area
@@ -758,7 +773,8 @@ impl TxBuffer<'_> {
             stats.dropped += 1;
         }
         if let Some(t) = *auto_kick {
-            if ring.pending() >= t {
+            // At most the pool: a threshold above it would never be reached.
+            if ring.pending() >= t.min(*tx_frames) {
                 self.tx.flush();
             }
         }
@@ -870,6 +886,128 @@ mod tests {
             .with_frames(64, 8)
             .with_bind(BindMode::Copy)
             .with_auto_kick(None)
+    }
+
+    /// A frame for the loopback receive queue (a local experimental ethertype).
+    fn lo_frame() -> Vec<u8> {
+        let mut f = vec![0xffu8; 60];
+        f[12..14].copy_from_slice(&[0x88, 0xb5]);
+        f
+    }
+
+    /// Sends `n` frames over `sock` and receives them back into `held` (lo loops them).
+    fn echo(sock: &mut XskSocket, n: usize, held: &mut Vec<UmemFrame>) {
+        let f = lo_frame();
+        for _ in 0..n {
+            sock.tx().send(&f).expect("sent");
+        }
+        assert_eq!(sock.tx().flush(), 0, "frames left in the TX ring");
+        let want = held.len() + n;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while held.len() < want {
+            match sock.rx().receive_frame() {
+                Some(frame) => held.push(frame),
+                None => {
+                    assert!(std::time::Instant::now() < deadline, "frames lost");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+
+    /// Every returned chunk goes back to a fill ring that has room, in one refill: a single
+    /// reservation saw the room as of the kernel's consumer index it last read, and left 30 of
+    /// 36 chunks off the ring (found by a review).
+    #[test]
+    fn refill_posts_every_chunk_the_fill_ring_has_room_for() {
+        on_private_lo(|xdp| {
+            let config = XskConfig::default()
+                .with_frames(64, 64)
+                .with_bind(BindMode::Copy)
+                .with_auto_kick(None);
+            let mut sock = xdp.socket(0, &config).expect("socket");
+            let mut held = Vec::new();
+            echo(&mut sock, 10, &mut held);
+            held.truncate(6);
+            sock.rx().refill();
+            echo(&mut sock, 30, &mut held);
+            held.clear();
+            let posted = sock.rx().refill();
+            let account = sock.rx().account();
+            assert_eq!(posted, 36, "{account}");
+            assert_eq!(account.fill_ring, 64, "{account}");
+        });
+    }
+
+    /// A transmit pool smaller than the kick threshold still sends: the threshold is capped at
+    /// the pool, and `buffer` kicks when every chunk waits in the TX ring. Before, nothing
+    /// kicked and 16 of 100 frames went out.
+    #[test]
+    fn a_pool_smaller_than_the_kick_threshold_still_sends() {
+        on_private_lo(|xdp| {
+            let config = XskConfig::default()
+                .with_frames(64, 16)
+                .with_bind(BindMode::Copy)
+                .with_auto_kick(Some(32));
+            let mut sock = xdp.socket(0, &config).expect("socket");
+            let f = lo_frame();
+            let mut sent = 0;
+            for _ in 0..100 {
+                match sock.tx().send(&f) {
+                    Ok(()) => sent += 1,
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+                // Keep the receive side from running out of chunks.
+                while sock.rx().receive_frame().is_some() {}
+            }
+            assert_eq!(sent, 100, "{:?}", sock.tx().stats());
+            // And with no threshold at all, `buffer` kicks when the pool runs dry.
+            sock.tx().set_auto_kick(None);
+            for _ in 0..100 {
+                sock.tx().send(&f).expect("sent");
+                while sock.rx().receive_frame().is_some() {}
+            }
+        });
+    }
+
+    /// The socket enters the XSKMAP only once its fill ring has chunks: a frame redirected to
+    /// a socket with an empty fill ring is dropped (`rx_fill_ring_empty`), where without the
+    /// socket it would have gone on to the kernel's stack. Loopback traffic (UDP datagrams,
+    /// ~10,000 a second) runs while sockets are made; before, 17 of 20 sockets had dropped
+    /// frames right after they were made (found by a review).
+    #[test]
+    fn a_new_socket_drops_nothing_while_its_fill_ring_is_posted() {
+        on_private_lo(|xdp| {
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let _ = udp.send_to(&[0u8; 18], "127.0.0.1:9");
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                });
+                let config = XskConfig::default()
+                    .with_frames(4096, 8)
+                    .with_bind(BindMode::Copy);
+                let (mut made, mut dropped) = (0, 0);
+                for _ in 0..10 {
+                    // The previous socket leaves the queue in the background (EBUSY meanwhile).
+                    std::thread::sleep(Duration::from_millis(100));
+                    let Ok(mut sock) = xdp.socket(0, &config) else {
+                        continue;
+                    };
+                    made += 1;
+                    dropped += sock.rx().kernel_stats().expect("stats").rx_fill_ring_empty;
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                assert!(made >= 5, "only {made} of 10 sockets made");
+                assert_eq!(
+                    dropped, 0,
+                    "frames dropped by a socket with an empty fill ring"
+                );
+            });
+        });
     }
 
     /// Receive and transmit frames that add up past `u32::MAX` are a configuration error, not
