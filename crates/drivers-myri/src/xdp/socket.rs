@@ -199,7 +199,8 @@ impl XdpProgram {
     /// # Errors
     /// [`XdpError::NoSuchQueue`] outside the map's slots, [`XdpError::Permission`],
     /// [`XdpError::Unsupported`] without AF_XDP in the kernel, [`XdpError::Os`] naming the
-    /// failed step (`EBUSY` from bind: the queue has a socket already).
+    /// failed step (`EBUSY` from bind: the queue has a socket already, or had one a moment
+    /// ago: the kernel releases a closed socket in the background, about 100 ms on Linux 6.18).
     pub fn socket(&self, queue: u32, config: &XskConfig) -> Result<XskSocket, XdpError> {
         if queue >= self.queues() {
             return Err(XdpError::NoSuchQueue {
