@@ -9,7 +9,8 @@
 //!     smoltcp at --ip (default 198.18.0.2/24) with IFACE's MAC address, behind the XDP program
 //!     and an AF_XDP socket on queue 0; serves connections (reads and discards), and for each
 //!     prints bytes, throughput, frames received from AF_XDP and frames smoltcp processed.
-//!     Ctrl-C (SIGINT/SIGTERM) stops it; the XDP program is detached on the way out.
+//!     Ctrl-C (SIGINT/SIGTERM) stops it; the XDP program is detached on the way out (and by
+//!     the kernel, with the program's BPF link, if the process is killed).
 //! xdp_server IFACE --kernel [--port P] [--connections N]
 //!     the same measurement with the kernel's own TCP receiver (its GRO) on IFACE instead.
 //! xdp_server --send ADDR:PORT MIB
@@ -184,12 +185,6 @@ fn smoltcp_server(a: &Args, stop: &AtomicBool) -> Result<(), String> {
     let mac =
         mac_of(&a.ifname).ok_or_else(|| format!("cannot read the MAC address of {}", a.ifname))?;
     let xdp = XdpProgram::attach(&a.ifname, a.mode).map_err(|e| e.to_string())?;
-    if let Some(stale) = xdp.replaced() {
-        println!(
-            "replaced XDP program {} left by process {}, which is gone",
-            stale.prog_id, stale.owner
-        );
-    }
     let (rx, tx) = xdp
         .socket(0, &XskConfig::default())
         .map_err(|e| e.to_string())?

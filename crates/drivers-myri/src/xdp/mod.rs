@@ -4,8 +4,9 @@
 //! The pieces:
 //! - [`XdpProgram`]: the XSKMAP and the six-instruction redirect program
 //!   (`bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)`), created in-process with
-//!   `bpf(2)` (no compiler, no object file), attached over netlink (`rtnetlink`), detached on
-//!   drop; a program left by a process that died is replaced, anyone else's is refused.
+//!   `bpf(2)` (no compiler, no object file) and attached through a BPF link that the program
+//!   owns: the kernel detaches it on drop and when the process exits, killed or not. An
+//!   interface that has a program already (anyone's) is refused.
 //! - [`XdpProgram::socket`]: one AF_XDP socket per receive queue ([`XskSocket`]), each with a
 //!   UMEM of its own (xdpilone maps the rings). Its halves can live on different threads:
 //!   - [`XskRx`] hands out [`UmemFrame`]s in batches read from the RX ring. A frame is the
@@ -43,6 +44,8 @@
 //! # What this kernel needs
 //! - Root (`CAP_NET_ADMIN` and `CAP_BPF`), `CONFIG_XDP_SOCKETS` and `CONFIG_BPF_SYSCALL`;
 //!   otherwise [`XdpError::Permission`] or [`XdpError::Unsupported`].
+//! - Linux 5.9 or later, for XDP through a BPF link (an older kernel answers `EINVAL` to the
+//!   attach).
 //! - Frames no longer than a chunk less the kernel's 256 bytes of headroom (1792 bytes with
 //!   the default [`XskConfig::frame_size`]): turn off TSO/GSO (and GRO on a forwarding hop) on
 //!   the sender, or raise [`XskConfig::frame_size`].
@@ -74,9 +77,7 @@ mod umem;
 use std::fmt;
 use std::io;
 
-pub use program::{
-    attached_program, AttachedProgram, StaleProgram, XdpMode, XdpProgram, PROGRAM_PREFIX,
-};
+pub use program::{attached_program, AttachedProgram, XdpMode, XdpProgram, PROGRAM_NAME};
 #[cfg(feature = "smoltcp")]
 pub use socket::NoRx;
 pub use socket::{
@@ -87,7 +88,8 @@ pub use umem::{FrameAccount, TxAccount, UmemFrame};
 /// Installs a SIGINT and SIGTERM handler that only sets the returned flag: a poll loop checks
 /// it and returns, and the [`XdpProgram`] detaches as it drops. The handler then restores the
 /// default action, so a second Ctrl-C ends the process at once. (A process killed by a signal
-/// without a handler leaves its program attached; the next [`XdpProgram::attach`] replaces it.)
+/// loses its program all the same: the kernel detaches it as the process's link closes. The
+/// handler lets the loop finish its work and report first.)
 ///
 /// # Errors
 /// The `sigaction(2)` failure.
@@ -121,16 +123,22 @@ pub enum XdpError {
         /// The mode asked for.
         mode: XdpMode,
     },
-    /// Another program is attached: not one of ours, or ours with its process alive.
+    /// The interface has a program already: one held by a BPF link (ours or another's; it goes
+    /// when the process holding the link closes it or exits), or one attached over netlink,
+    /// which stays until someone detaches it (`ip link set dev IF xdp off`, or `xdpgeneric off`
+    /// for a generic one).
     Busy {
         /// The interface.
         ifname: String,
-        /// Its program id.
+        /// The attached program's id.
         prog_id: u32,
-        /// Its name.
-        name: String,
-        /// The live process that attached it, for one of ours.
-        owner: Option<u32>,
+        /// Its name, when it could be read.
+        name: Option<String>,
+        /// Where it runs.
+        mode: XdpMode,
+        /// The id of the BPF link that holds it; `None` for a program attached over netlink
+        /// (or when the links could not be listed).
+        link: Option<u32>,
     },
     /// The queue has no slot in the XSKMAP.
     NoSuchQueue {
@@ -189,12 +197,30 @@ impl fmt::Display for XdpError {
                 ifname,
                 prog_id,
                 name,
-                owner,
+                mode,
+                link,
             } => {
-                write!(f, "{ifname}: XDP program {prog_id} ({name}) is attached")?;
-                match owner {
-                    Some(pid) => write!(f, " by process {pid}, which is running"),
-                    None => f.write_str(" and is not ours; detach it first (ip link set dev <if> xdp off)"),
+                write!(f, "{ifname}: XDP program {prog_id}")?;
+                if let Some(name) = name {
+                    write!(f, " ({name})")?;
+                }
+                match link {
+                    Some(id) => write!(
+                        f,
+                        " is attached in {mode} mode through BPF link {id}; it is detached when the process holding the link closes it or exits"
+                    ),
+                    None => {
+                        // `xdp off` detaches the native program of a driver that has native
+                        // XDP; a generic one needs its mode named.
+                        let off = match mode {
+                            XdpMode::Generic => "xdpgeneric",
+                            _ => "xdp",
+                        };
+                        write!(
+                            f,
+                            " is attached in {mode} mode over netlink; if it is not in use, detach it with `ip link set dev {ifname} {off} off`"
+                        )
+                    }
                 }
             }
             Self::NoSuchQueue { queue, queues } => {

@@ -1,20 +1,25 @@
-//! The XSKMAP, the redirect program and their attachment to an interface over netlink.
+//! The XSKMAP, the redirect program and their attachment to an interface through a BPF link.
 //!
 //! The program is `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`: a frame
 //! goes to the AF_XDP socket registered for its receive queue, or, when that queue has none, on
 //! to the kernel's stack. It is built in-process (six instructions, no compiler, no object
-//! file) and attached with `rtnetlink` (`IFLA_XDP`).
+//! file) and attached with `bpf(BPF_LINK_CREATE)` (attach type `BPF_XDP`, Linux 5.9 or later).
 //!
-//! A program attached over netlink outlives the process that attached it. So the program's
-//! name carries the attaching process id (`lro_xsk_<pid>`): a later [`XdpProgram::attach`]
-//! replaces a program of ours whose process is gone (atomically, `XDP_FLAGS_REPLACE`), and
-//! refuses ([`XdpError::Busy`]) one whose process is alive or a program that is not ours.
-//! Detaching (on [`XdpProgram::detach`] or drop) uses `XDP_FLAGS_REPLACE` with our program as
-//! the expected one, so it never removes a program someone attached after us.
+//! The link is a file descriptor that [`XdpProgram`] owns. The kernel detaches the program when
+//! the link goes: on [`XdpProgram::detach`] or drop (`BPF_LINK_DETACH`), and when the process
+//! exits, however it exits (a crash or SIGKILL too: the kernel closes its descriptors). A child
+//! forked without `exec` shares the descriptor, and the program stays until both have closed it
+//! or one detached it. So no program of ours outlives the processes that hold its link, and no
+//! later attach has anything of ours to clean up. While the link exists the kernel refuses to
+//! replace the program, over netlink or with another link, whatever the process asking and its
+//! pid namespace.
+//!
+//! An interface that already has a program (someone's link, or a program attached over netlink,
+//! which outlives its process) is refused with [`XdpError::Busy`], which says what is
+//! attached. The interface is looked up, and its program listed, over netlink (`rtnetlink`).
 
 // The crate is `no_std`; this backend is `std`.
 use std::prelude::rust_2021::*;
-use std::{format, vec};
 
 use std::fs::File;
 use std::future::Future;
@@ -23,17 +28,15 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use futures_util::TryStreamExt;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage, LinkXdp, XdpAttached};
-use rtnetlink::{Handle, LinkUnspec};
+use rtnetlink::Handle;
 
 use super::{sys, XdpError};
 
-/// Prefix of our programs' names; the attaching process id follows.
-pub const PROGRAM_PREFIX: &str = "lro_xsk_";
+/// The name of our redirect program, as [`attached_program`] and [`XdpError::Busy`] report it.
+pub const PROGRAM_NAME: &str = "lro_xsk";
 
-const XDP_FLAGS_UPDATE_IF_NOEXIST: u32 = 1 << 0;
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-const XDP_FLAGS_REPLACE: u32 = 1 << 4;
 
 /// Where the program runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -75,10 +78,31 @@ pub struct AttachedProgram {
     pub prog_id: u32,
     /// Where it runs.
     pub mode: XdpMode,
-    /// Its name, when it could be read (needs `CAP_SYS_ADMIN`/`CAP_BPF`).
+    /// Its name, when it could be read (needs `CAP_SYS_ADMIN`/`CAP_BPF`); ours is
+    /// [`PROGRAM_NAME`].
     pub name: Option<String>,
-    /// The process that attached it, for one of ours (`lro_xsk_<pid>`).
-    pub owner: Option<u32>,
+    /// The id of the BPF link that holds it, for a program attached through a link (ours
+    /// are); `None` for one attached over netlink, and when the links could not be listed
+    /// (needs `CAP_SYS_ADMIN`).
+    pub link: Option<u32>,
+}
+
+impl AttachedProgram {
+    /// What is attached to the interface with index `ifindex`: program `prog_id` in `mode`,
+    /// its name and link when they can be read.
+    fn describe(ifindex: u32, prog_id: u32, mode: XdpMode) -> Self {
+        let name = sys::prog_fd_by_id(prog_id)
+            .and_then(|fd| sys::prog_info(fd.as_fd()))
+            .ok()
+            .map(|i| i.name);
+        let link = sys::xdp_link_of(ifindex, prog_id).ok().flatten();
+        Self {
+            prog_id,
+            mode,
+            name,
+            link,
+        }
+    }
 }
 
 /// What the kernel says about an interface.
@@ -90,7 +114,8 @@ pub(crate) struct LinkInfo {
 }
 
 /// Runs `f` on a helper thread in the network namespace `ns`: netlink and AF_XDP sockets
-/// belong to the namespace of the thread that creates them, whichever thread calls us.
+/// belong to the namespace of the thread that creates them, and `BPF_LINK_CREATE` looks the
+/// interface index up in it, whichever thread calls us.
 pub(crate) fn in_netns<T: Send>(
     ns: &File,
     f: impl FnOnce() -> Result<T, XdpError> + Send,
@@ -207,35 +232,6 @@ pub(crate) fn link_info(ns: &File, ifname: &str) -> Result<LinkInfo, XdpError> {
     })
 }
 
-/// Sets the interface's XDP program: `fd` (-1 detaches) with `flags`, replacing `expected`
-/// only if given.
-fn set_xdp(
-    ns: &File,
-    op: &'static str,
-    ifname: &str,
-    index: u32,
-    fd: i32,
-    flags: u32,
-    expected: Option<BorrowedFd<'_>>,
-) -> Result<(), XdpError> {
-    use std::os::fd::AsRawFd;
-    let mut xdp = vec![LinkXdp::Fd(fd), LinkXdp::Flags(flags)];
-    if let Some(old) = expected {
-        xdp.push(LinkXdp::ExpectedFd(old.as_raw_fd() as u32));
-    }
-    let msg = LinkUnspec::new_with_index(index)
-        .append_extra_attribute(LinkAttribute::Xdp(xdp))
-        .build();
-    netlink(ns, op, |handle| async move {
-        handle
-            .link()
-            .set(msg)
-            .execute()
-            .await
-            .map_err(|e| nl_error(op, ifname, e))
-    })
-}
-
 /// The program attached to `ifname` in the calling thread's namespace, if any.
 ///
 /// # Errors
@@ -243,44 +239,30 @@ fn set_xdp(
 pub fn attached_program(ifname: &str) -> Result<Option<AttachedProgram>, XdpError> {
     let ns = sys::current_netns().map_err(|e| XdpError::os("open the network namespace", e))?;
     let link = link_info(&ns, ifname)?;
-    let Some((prog_id, mode)) = link.xdp else {
-        return Ok(None);
-    };
-    let name = sys::prog_fd_by_id(prog_id)
-        .and_then(|fd| sys::prog_info(fd.as_fd()))
-        .ok()
-        .map(|i| i.name);
-    let owner = name.as_deref().and_then(owner_of);
-    Ok(Some(AttachedProgram {
-        prog_id,
-        mode,
-        name,
-        owner,
-    }))
+    Ok(link
+        .xdp
+        .map(|(prog_id, mode)| AttachedProgram::describe(link.index, prog_id, mode)))
 }
 
-/// The process id in one of our program names.
-fn owner_of(name: &str) -> Option<u32> {
-    name.strip_prefix(PROGRAM_PREFIX)?.parse().ok()
+/// The error for an interface that has a program already.
+fn busy(ifname: &str, attached: AttachedProgram) -> XdpError {
+    XdpError::Busy {
+        ifname: ifname.to_owned(),
+        prog_id: attached.prog_id,
+        name: attached.name,
+        mode: attached.mode,
+        link: attached.link,
+    }
 }
 
-/// A program we found attached and replaced: its attaching process had died.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StaleProgram {
-    /// Its program id.
-    pub prog_id: u32,
-    /// Its name.
-    pub name: String,
-    /// The dead process that attached it.
-    pub owner: u32,
-}
-
-/// The XSKMAP and the redirect program, attached to one interface: what AF_XDP sockets
-/// ([`XdpProgram::socket`](Self::socket)) receive through. Detached on drop.
+/// The XSKMAP and the redirect program, attached to one interface through a BPF link: what
+/// AF_XDP sockets ([`XdpProgram::socket`](Self::socket)) receive through. The kernel detaches
+/// the program when the link closes: on drop, on [`XdpProgram::detach`], and when the process
+/// exits or is killed.
 ///
-/// Attaching, detaching and creating sockets need `CAP_NET_ADMIN` and `CAP_BPF` (root); the
-/// interface is looked up in the network namespace of the calling thread, which the program
-/// remembers: its sockets and its detach happen there, from whichever thread.
+/// Attaching and creating sockets need `CAP_NET_ADMIN` and `CAP_BPF` (root); the interface is
+/// looked up in the network namespace of the calling thread, which the program remembers: its
+/// sockets are created there, from whichever thread.
 #[derive(Debug)]
 pub struct XdpProgram {
     ifname: String,
@@ -288,12 +270,12 @@ pub struct XdpProgram {
     queues: u32,
     rx_queues: u32,
     mode: XdpMode,
-    prog: OwnedFd,
+    /// The BPF link that holds the program on the interface; `None` once detached.
+    /// (The link holds the program, and the program the map.)
+    link: Option<OwnedFd>,
     map: OwnedFd,
     prog_id: u32,
     netns: File,
-    replaced: Option<StaleProgram>,
-    attached: bool,
 }
 
 impl XdpProgram {
@@ -302,8 +284,8 @@ impl XdpProgram {
     /// # Errors
     /// [`XdpError::NoSuchInterface`], [`XdpError::Permission`] without root,
     /// [`XdpError::Unsupported`] without BPF in the kernel, [`XdpError::ModeUnsupported`] when
-    /// the driver lacks the mode asked for, [`XdpError::Busy`] when another live program is
-    /// attached.
+    /// the driver lacks the mode asked for, [`XdpError::Busy`] when the interface has a program
+    /// already (anyone's, ours included).
     pub fn attach(ifname: &str, mode: XdpMode) -> Result<Self, XdpError> {
         Self::attach_with_queues(ifname, 0, mode)
     }
@@ -318,37 +300,17 @@ impl XdpProgram {
         let link = link_info(&netns, ifname)?;
         let queues = if queues == 0 { link.rx_queues } else { queues };
 
-        // A program already attached: ours from a dead process is replaced, anything else
-        // refused.
-        let mut stale: Option<(OwnedFd, StaleProgram, XdpMode)> = None;
+        // A program already attached is refused before anything is loaded. (One attached
+        // between this look-up and ours makes the kernel refuse ours: see below.)
         if let Some((prog_id, old_mode)) = link.xdp {
-            let fd = sys::prog_fd_by_id(prog_id)
-                .map_err(|e| bpf_error("read the attached program", e))?;
-            let info = sys::prog_info(fd.as_fd())
-                .map_err(|e| bpf_error("read the attached program", e))?;
-            match owner_of(&info.name) {
-                Some(pid) if pid != std::process::id() && !sys::process_alive(pid) => {
-                    let s = StaleProgram {
-                        prog_id,
-                        name: info.name,
-                        owner: pid,
-                    };
-                    stale = Some((fd, s, old_mode));
-                }
-                owner => {
-                    return Err(XdpError::Busy {
-                        ifname: ifname.to_owned(),
-                        prog_id,
-                        name: info.name,
-                        owner,
-                    })
-                }
-            }
+            return Err(busy(
+                ifname,
+                AttachedProgram::describe(link.index, prog_id, old_mode),
+            ));
         }
 
         let map = sys::create_xskmap(queues, "lro_xsks").map_err(xskmap_error)?;
-        let name = format!("{PROGRAM_PREFIX}{}", std::process::id());
-        let prog = sys::load_redirect_program(map.as_fd(), &name).map_err(|(e, log)| {
+        let prog = sys::load_redirect_program(map.as_fd(), PROGRAM_NAME).map_err(|(e, log)| {
             match bpf_error("load the redirect program", e) {
                 XdpError::Os { source, .. } => XdpError::Verifier { log, source },
                 other => other,
@@ -358,100 +320,60 @@ impl XdpProgram {
             .map_err(|e| bpf_error("read the loaded program", e))?
             .id;
 
+        // Auto: native first, generic when native fails (a driver without native XDP answers
+        // EOPNOTSUPP, some refuse a configuration with another errno).
         let candidates: &[XdpMode] = match mode {
             XdpMode::Auto => &[XdpMode::Native, XdpMode::Generic],
             XdpMode::Native => &[XdpMode::Native],
             XdpMode::Generic => &[XdpMode::Generic],
         };
-        let mut replaced = None;
-        let mut attached_mode = None;
-        if let Some((old_fd, info, old_mode)) = stale {
-            if candidates.contains(&old_mode) {
-                // Atomic swap: the interface never goes without a program in between.
-                set_xdp(
-                    &netns,
-                    "replace the stale XDP program",
-                    ifname,
-                    link.index,
-                    std::os::fd::AsRawFd::as_raw_fd(&prog),
-                    old_mode.flags() | XDP_FLAGS_REPLACE,
-                    Some(old_fd.as_fd()),
-                )?;
-                attached_mode = Some(old_mode);
-            } else {
-                // Another mode: the stale program goes first (native and generic exclude
-                // each other).
-                set_xdp(
-                    &netns,
-                    "detach the stale XDP program",
-                    ifname,
-                    link.index,
-                    -1,
-                    old_mode.flags() | XDP_FLAGS_REPLACE,
-                    Some(old_fd.as_fd()),
-                )?;
-            }
-            replaced = Some(info);
-        }
-        if attached_mode.is_none() {
-            let mut last = None;
-            for &m in candidates {
-                match set_xdp(
-                    &netns,
-                    "attach the XDP program",
-                    ifname,
-                    link.index,
-                    std::os::fd::AsRawFd::as_raw_fd(&prog),
-                    m.flags() | XDP_FLAGS_UPDATE_IF_NOEXIST,
-                    None,
-                ) {
-                    Ok(()) => {
-                        attached_mode = Some(m);
-                        break;
-                    }
-                    Err(e) => last = Some(e),
-                }
-            }
-            if attached_mode.is_none() {
-                return Err(match last {
-                    Some(XdpError::Os { source, .. })
-                        if source.raw_os_error() == Some(libc::EOPNOTSUPP) =>
-                    {
-                        XdpError::ModeUnsupported {
-                            ifname: ifname.to_owned(),
-                            mode,
-                        }
-                    }
-                    Some(XdpError::Os { source, .. })
-                        if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) =>
-                    {
-                        XdpError::Busy {
-                            ifname: ifname.to_owned(),
-                            prog_id: 0,
-                            name: String::from("(attached meanwhile)"),
-                            owner: None,
-                        }
-                    }
-                    Some(e) => e,
-                    None => XdpError::ModeUnsupported {
+        let mut last = None;
+        for &m in candidates {
+            // The kernel resolves the ifindex in the calling thread's network namespace.
+            let prog_fd = prog.as_fd();
+            let created = in_netns(&netns, || {
+                Ok(sys::link_create_xdp(prog_fd, link.index, m.flags()))
+            })?;
+            match created {
+                Ok(fd) => {
+                    return Ok(Self {
                         ifname: ifname.to_owned(),
-                        mode,
-                    },
-                });
+                        ifindex: link.index,
+                        queues,
+                        rx_queues: link.rx_queues,
+                        mode: m,
+                        link: Some(fd),
+                        map,
+                        prog_id,
+                        netns,
+                    })
+                }
+                Err(e) => last = Some(e),
             }
         }
-        Ok(Self {
-            ifname: ifname.to_owned(),
-            ifindex: link.index,
-            queues,
-            rx_queues: link.rx_queues,
-            mode: attached_mode.unwrap_or(mode),
-            prog,
-            map,
-            prog_id,
-            netns,
-            replaced,
-            attached: true,
+        let e = last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        Err(match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) => XdpError::ModeUnsupported {
+                ifname: ifname.to_owned(),
+                mode,
+            },
+            // A program attached meanwhile: EBUSY in the same mode, EEXIST in the other (native
+            // and generic exclude each other). EEXIST also comes from an upper device (a
+            // bond) with a program: nothing to report on this interface then.
+            Some(libc::EBUSY | libc::EEXIST) => match link_info(&netns, ifname)?.xdp {
+                Some((prog_id, old_mode)) => busy(
+                    ifname,
+                    AttachedProgram::describe(link.index, prog_id, old_mode),
+                ),
+                None => XdpError::os("attach the XDP program", e),
+            },
+            // What a kernel without XDP links (before 5.9) answers, and what a link to an
+            // interface gone meanwhile gets.
+            Some(libc::EINVAL) => match link_info(&netns, ifname) {
+                Err(gone @ XdpError::NoSuchInterface(_)) => gone,
+                _ => XdpError::os("attach the XDP program through a BPF link (Linux 5.9+)", e),
+            },
+            _ => bpf_error("attach the XDP program", e),
         })
     }
 
@@ -485,11 +407,6 @@ impl XdpProgram {
         self.prog_id
     }
 
-    /// The stale program this attach replaced, if any.
-    pub fn replaced(&self) -> Option<&StaleProgram> {
-        self.replaced.as_ref()
-    }
-
     pub(crate) fn map_fd(&self) -> BorrowedFd<'_> {
         self.map.as_fd()
     }
@@ -509,35 +426,19 @@ impl XdpProgram {
     }
 
     fn detach_inner(&mut self) -> Result<(), XdpError> {
-        if !self.attached {
+        let Some(link) = self.link.take() else {
             return Ok(());
-        }
-        self.attached = false;
-        let (ifname, index, flags) = (self.ifname.clone(), self.ifindex, self.mode.flags());
-        match set_xdp(
-            &self.netns,
-            "detach the XDP program",
-            &ifname,
-            index,
-            -1,
-            flags | XDP_FLAGS_REPLACE,
-            Some(self.prog.as_fd()),
-        ) {
-            // Gone with its interface, or replaced by someone else meanwhile: not ours to
-            // remove any more.
-            Err(XdpError::NoSuchInterface(_)) => Ok(()),
-            Err(XdpError::Os { source, .. }) if source.raw_os_error() == Some(libc::EEXIST) => {
-                Ok(())
-            }
-            other => other,
-        }
+        };
+        // BPF_LINK_DETACH rather than only closing: a child forked without exec holds the
+        // link too, and the program goes now all the same. Closing `link` then frees it.
+        sys::link_detach(link.as_fd()).map_err(|e| bpf_error("detach the XDP program", e))
     }
 
     /// Detaches the program now (drop does it too, ignoring errors).
     ///
     /// # Errors
-    /// The netlink failure; a program that is no longer ours, or an interface that is gone,
-    /// is not an error.
+    /// The `bpf(2)` failure; an interface that is gone is not an error (its program went with
+    /// it).
     pub fn detach(mut self) -> Result<(), XdpError> {
         self.detach_inner()
     }

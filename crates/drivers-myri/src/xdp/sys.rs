@@ -1,5 +1,6 @@
 //! Every `unsafe` block of the AF_XDP backend, each with its `SAFETY` argument: the `bpf(2)`
-//! calls that create the XSKMAP and load the redirect program, the UMEM memory and the
+//! calls that create the XSKMAP, load the redirect program and attach it through a BPF link,
+//! the UMEM memory and the
 //! ownership of its chunks, xdpilone's unsafe UMEM registration, `setns(2)`, `poll(2)` and the
 //! stop-signal handler.
 //!
@@ -39,11 +40,19 @@ const BPF_MAP_DELETE_ELEM: c_int = 3;
 const BPF_PROG_LOAD: c_int = 5;
 const BPF_PROG_GET_FD_BY_ID: c_int = 13;
 const BPF_OBJ_GET_INFO_BY_FD: c_int = 15;
+const BPF_LINK_CREATE: c_int = 28;
+const BPF_LINK_GET_FD_BY_ID: c_int = 30;
+const BPF_LINK_GET_NEXT_ID: c_int = 31;
+const BPF_LINK_DETACH: c_int = 34;
 
 /// `BPF_MAP_TYPE_XSKMAP`.
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 /// `BPF_PROG_TYPE_XDP`.
 const BPF_PROG_TYPE_XDP: u32 = 6;
+/// `BPF_XDP` of `enum bpf_attach_type`: a link to a network device's XDP hook.
+const BPF_XDP: u32 = 37;
+/// `BPF_LINK_TYPE_XDP` of `enum bpf_link_type`.
+const BPF_LINK_TYPE_XDP: u32 = 6;
 /// `BPF_PSEUDO_MAP_FD`: the 64-bit immediate load's source register marking a map fd.
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// `BPF_FUNC_redirect_map`.
@@ -98,7 +107,27 @@ struct ProgLoadAttr {
     expected_attach_type: u32,
 }
 
-/// `union bpf_attr` for `BPF_*_GET_FD_BY_ID`.
+/// `union bpf_attr` for `BPF_LINK_CREATE` (the `link_create` member up to `flags`: the
+/// program, the target's union of `target_fd` and `target_ifindex`, the attach type and the
+/// flags; the attach-type specific union after them stays zero for XDP).
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
+/// `union bpf_attr` for `BPF_LINK_DETACH`.
+#[repr(C)]
+#[derive(Default)]
+struct LinkDetachAttr {
+    link_fd: u32,
+}
+
+/// `union bpf_attr` for `BPF_*_GET_FD_BY_ID` and `BPF_*_GET_NEXT_ID` (`id` is the start id of
+/// the latter).
 #[repr(C)]
 #[derive(Default)]
 struct GetFdByIdAttr {
@@ -134,6 +163,19 @@ struct BpfProgInfo {
     name: [u8; OBJ_NAME_LEN],
 }
 
+/// `struct bpf_link_info` up to its `xdp.ifindex` (the union of per-type members starts at
+/// offset 16, 8-aligned; the kernel fills at most `info_len` bytes).
+#[repr(C)]
+#[derive(Default)]
+struct BpfLinkInfo {
+    link_type: u32,
+    id: u32,
+    prog_id: u32,
+    _pad: u32,
+    xdp_ifindex: u32,
+    _pad2: u32,
+}
+
 /// A `bpf(2)` attribute block: plain old data whose embedded pointers (if any) point to memory
 /// that outlives the call.
 trait BpfAttr {}
@@ -142,6 +184,8 @@ impl BpfAttr for MapElemAttr {}
 impl BpfAttr for ProgLoadAttr {}
 impl BpfAttr for GetFdByIdAttr {}
 impl BpfAttr for InfoByFdAttr {}
+impl BpfAttr for LinkCreateAttr {}
+impl BpfAttr for LinkDetachAttr {}
 
 fn bpf<A: BpfAttr>(cmd: c_int, attr: &mut A) -> io::Result<c_long> {
     // SAFETY: `attr` is a live, writable `#[repr(C)]` prefix of `union bpf_attr` for `cmd`, and
@@ -164,7 +208,8 @@ fn bpf<A: BpfAttr>(cmd: c_int, attr: &mut A) -> io::Result<c_long> {
 
 fn new_fd(rc: c_long) -> OwnedFd {
     // SAFETY: `rc` is a file descriptor the kernel has just created for this process (a
-    // successful BPF_MAP_CREATE, BPF_PROG_LOAD or BPF_PROG_GET_FD_BY_ID); nothing else owns it.
+    // successful BPF_MAP_CREATE, BPF_PROG_LOAD, BPF_PROG_GET_FD_BY_ID, BPF_LINK_CREATE or
+    // BPF_LINK_GET_FD_BY_ID); nothing else owns it.
     unsafe { OwnedFd::from_raw_fd(rc as c_int) }
 }
 
@@ -314,23 +359,79 @@ pub(crate) fn prog_info(prog: BorrowedFd<'_>) -> io::Result<ProgInfo> {
     })
 }
 
-// ------------------------------------------------------------------------------------------
-// Processes, namespaces, signals, poll
-// ------------------------------------------------------------------------------------------
-
-/// Whether process `pid` exists (in this pid namespace). A process we may not signal exists.
-pub(crate) fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
+/// Attaches `prog` to the XDP hook of the interface with index `ifindex` in the calling
+/// thread's network namespace, through a BPF link: the returned descriptor. The program stays
+/// attached while the link is open (in this process, or in a child that inherited it) and is
+/// detached when the last descriptor closes, at the latest when the process exits. `flags` are
+/// the mode flags (`XDP_FLAGS_SKB_MODE` or `XDP_FLAGS_DRV_MODE`), the only ones a link takes.
+pub(crate) fn link_create_xdp(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: BPF_XDP,
+        flags,
     };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 only checks whether the process exists and may be signalled;
-    // it sends nothing.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    bpf(BPF_LINK_CREATE, &mut attr).map(new_fd)
 }
+
+/// Detaches the link's program now, even if another descriptor of the link is still open (a
+/// child process that inherited it); the link stays a descriptor, attached to nothing.
+pub(crate) fn link_detach(link: BorrowedFd<'_>) -> io::Result<()> {
+    let mut attr = LinkDetachAttr {
+        link_fd: link.as_raw_fd() as u32,
+    };
+    bpf(BPF_LINK_DETACH, &mut attr).map(drop)
+}
+
+/// The id of the XDP link that holds program `prog_id` on the interface with index `ifindex`,
+/// if there is one: every link of the system is looked at (needs `CAP_SYS_ADMIN`). A link's
+/// information names the interface by index only, without its network namespace.
+pub(crate) fn xdp_link_of(ifindex: u32, prog_id: u32) -> io::Result<Option<u32>> {
+    let mut start = 0;
+    loop {
+        let mut next = GetFdByIdAttr {
+            id: start,
+            ..GetFdByIdAttr::default()
+        };
+        match bpf(BPF_LINK_GET_NEXT_ID, &mut next) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        start = next.next_id;
+        let mut by_id = GetFdByIdAttr {
+            id: start,
+            ..GetFdByIdAttr::default()
+        };
+        let link = match bpf(BPF_LINK_GET_FD_BY_ID, &mut by_id) {
+            Ok(rc) => new_fd(rc),
+            // Released since it was listed.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(e),
+        };
+        let mut info = BpfLinkInfo::default();
+        let mut attr = InfoByFdAttr {
+            bpf_fd: link.as_raw_fd() as u32,
+            info_len: size_of::<BpfLinkInfo>() as u32,
+            info: &mut info as *mut BpfLinkInfo as u64,
+        };
+        bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+        if info.link_type == BPF_LINK_TYPE_XDP
+            && info.xdp_ifindex == ifindex
+            && info.prog_id == prog_id
+        {
+            return Ok(Some(info.id));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Namespaces, signals, poll
+// ------------------------------------------------------------------------------------------
 
 /// The calling thread's network namespace, to come back to it from other threads.
 pub(crate) fn current_netns() -> io::Result<File> {
