@@ -31,7 +31,8 @@
 //! - [`phy::LroDevice`] (feature `smoltcp`): a smoltcp device that coalesces between any
 //!   [`RxDriver`] and smoltcp's `Interface` with the `Lro` policy.
 //! - `xdp` (feature `xdp`, Linux, `std`): AF_XDP sockets, UMEM frames handed to the coalescer
-//!   without copying, the XDP redirect program built and attached in-process.
+//!   without copying, the XDP redirect program built in-process and attached through a BPF
+//!   link that the kernel detaches when the process exits.
 //! - `bytes` (feature `bytes`): a segment's frames as `bytes::Bytes` without copying.
 //! - [`sim::SimMac`] (feature `test-utils`): the device side of a ring, for host tests.
 //!
@@ -65,8 +66,9 @@
 //! # Unsafe
 //! The ring's is in two private modules: `desc` (volatile descriptor accesses and the DMA
 //! buffer memory, handed out as unique fragment tokens) and `sys` (volatile register accesses of
-//! a MAC's register block). The AF_XDP backend's is in `xdp::sys`: `bpf(2)`, the UMEM mapping
-//! and the ownership states of its chunks. Every block states its `SAFETY`.
+//! a MAC's register block). The AF_XDP backend's is in `xdp::sys`: `bpf(2)` (the map, the
+//! program and its link), the UMEM mapping and the ownership states of its chunks. Every block
+//! states its `SAFETY`.
 
 #[cfg(feature = "bytes")]
 extern crate alloc;
