@@ -560,6 +560,75 @@ fn flush_idle_applies_a_max_hold_set_while_segments_are_held() {
     }
 }
 
+/// `set_config` from `Lro` to `Gro` while a segment is held: the segment keeps the newest ACK
+/// number it merged under `Lro` (it went out with its head's, and the newer ACK never reached
+/// the stack).
+#[test]
+fn a_segment_held_across_a_policy_change_keeps_its_newest_ack() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(Config::lro());
+    let mut rec = Rec::default();
+    assert_eq!(
+        engine.push(data(1, 1000, 1, TCP_ACK), &meta, &mut rec),
+        Verdict::Held
+    );
+    assert_eq!(
+        engine.push(data(2, 1000 + MSS as u32, 5, TCP_ACK), &meta, &mut rec),
+        Verdict::Merged
+    );
+    engine.set_config(Config::gro());
+    engine.flush_all(&mut rec);
+    let head = &rec.segments[0][0];
+    let ack_at = 14 + 20 + 8;
+    let got = u32::from_be_bytes(head[ack_at..ack_at + 4].try_into().unwrap());
+    assert_eq!(got, 5, "the newest ACK number is delivered");
+}
+
+/// `Lro`, then `Gro`, then `Lro` again: an ACK delivered under `Gro` is what a duplicate
+/// repeats, though `Gro` records none; the policy change forgets the ACK memory, so the
+/// duplicate is delivered alone (it was held, then absorbed by the next ACK and released).
+#[test]
+fn a_policy_change_forgets_the_ack_memory() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let ack = |id: u16, n: u32, window: u16| {
+        frame(spec(id).seq(1000).ack(n).window(window).flags(TCP_ACK))
+    };
+    let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(Config::lro());
+    let mut rec = Rec::default();
+    engine.push(ack(1, 100, 1000), &meta, &mut rec);
+    engine.set_config(Config::gro());
+    engine.push(ack(2, 200, 1000), &meta, &mut rec);
+    engine.set_config(Config::lro());
+    let dup = ack(3, 200, 1000);
+    engine.push(dup.clone(), &meta, &mut rec);
+    engine.push(ack(4, 200, 2000), &meta, &mut rec);
+    engine.flush_all(&mut rec);
+    assert!(rec.released.is_empty(), "released {:?}", rec.released.len());
+    assert_alone_and_unchanged(&rec, &dup);
+}
+
+/// `reset_stats` while frames are held: they count as received after the reset, so the
+/// counters are conserved again once they come out (they never were).
+#[test]
+fn counters_reset_while_frames_are_held_stay_conserved() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(Config::lro());
+    let mut rec = Rec::default();
+    engine.push(data(1, 1000, 5, TCP_ACK), &meta, &mut rec);
+    engine.push(data(2, 1000 + MSS as u32, 5, TCP_ACK), &meta, &mut rec);
+    engine.reset_stats();
+    assert_eq!(engine.stats().frames_in, 2);
+    engine.flush_all(&mut rec);
+    engine.push(
+        data(3, 1000 + 2 * MSS as u32, 5, TCP_PSH | TCP_ACK),
+        &meta,
+        &mut rec,
+    );
+    engine.flush_all(&mut rec);
+    assert!(engine.stats().is_conserved(), "{:?}", engine.stats());
+    assert_eq!(engine.stats().frames_in, 3);
+}
+
 /// `OutChecksum::AsReceived` configured: a coalesced segment's checksum is rewritten in full,
 /// and its `SegmentInfo` says so (it said `AsReceived`, which promises the head unchanged).
 #[test]

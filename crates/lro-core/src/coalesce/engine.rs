@@ -340,9 +340,15 @@ where
 
     /// Changes the configuration; takes effect for the next frame. A new
     /// [`hash_seed`](Config::hash_seed) re-buckets the held flows (and forgets the ACK
-    /// memory, which is keyed by the hash).
+    /// memory, which is keyed by the hash). A new [`policy`](Config::policy) forgets the ACK
+    /// memory too (`Gro` records no ACKs, so a duplicate delivered under it would look new);
+    /// a segment held across the change keeps what it merged before it (under `Lro`, the
+    /// newest ACK, window and timestamps, which it carries when delivered).
     pub fn set_config(&mut self, config: Config) {
         let reseed = config.hash_seed != self.config.hash_seed;
+        if config.policy != self.config.policy {
+            self.store.parts().acks.clear();
+        }
         if config.max_hold != self.config.max_hold {
             // The next deadline was computed under the old limit (or none): `flush_idle`
             // rescans the held segments and computes it again.
@@ -393,9 +399,12 @@ where
         &self.stats
     }
 
-    /// Resets the counters to zero.
+    /// Resets the counters to zero, but for the frames still held, which count as received
+    /// ([`Stats::frames_in`]): they come out after the reset, and
+    /// [`Stats::is_conserved`] holds again once they have.
     pub fn reset_stats(&mut self) {
         self.stats = Stats::new();
+        self.stats.frames_in = self.held as u64;
     }
 
     /// Offers one received frame (see [`Coalescer::push`]).
@@ -1958,7 +1967,7 @@ fn refresh_tcp<const N: usize>(t: &mut [u8; N], e: &FlowState) {
         csum::fold(acc)
     };
     let old = words(t);
-    write_tcp_state(t, e, true);
+    write_tcp_state(t, e);
     let new = words(t);
     let at = tcp::field::CHECKSUM.start;
     let hc = u16::from_be_bytes([t[at], t[at + 1]]);
@@ -1966,20 +1975,20 @@ fn refresh_tcp<const N: usize>(t: &mut [u8; N], e: &FlowState) {
 }
 
 /// Writes a segment's TCP state into its head's TCP header `t`: the flags of every frame, and
-/// (`lro`) the newest ACK number, window and timestamps (what [`finalise`] and
-/// [`refresh_head`] both rewrite).
+/// the newest ACK number, window and timestamps (what [`finalise`] and [`refresh_head`] both
+/// rewrite). Under `Gro` these equal the head's (its rules merge only frames that carry the
+/// same), so only a segment that `Lro` merged into changes; written whatever the policy, a
+/// segment held when [`Engine::set_config`] changed it keeps what it merged.
 #[inline(always)]
-fn write_tcp_state(t: &mut [u8], e: &FlowState, lro: bool) {
+fn write_tcp_state(t: &mut [u8], e: &FlowState) {
     if let Some(f) = t.get_mut(tcp::field::FLAGS) {
         *f |= e.or_flags;
     }
-    if lro {
-        write_be32(t, tcp::field::ACK_NUM.start, e.ack);
-        write_be16(t, tcp::field::WINDOW.start, e.window);
-        if let Some((val, ecr)) = e.ts {
-            write_be32(t, tcp::field::TS_VAL.start, val);
-            write_be32(t, tcp::field::TS_ECR.start, ecr);
-        }
+    write_be32(t, tcp::field::ACK_NUM.start, e.ack);
+    write_be16(t, tcp::field::WINDOW.start, e.window);
+    if let Some((val, ecr)) = e.ts {
+        write_be32(t, tcp::field::TS_VAL.start, val);
+        write_be32(t, tcp::field::TS_ECR.start, ecr);
     }
 }
 
@@ -2049,7 +2058,7 @@ fn finalise<F: AsRef<[u8]> + AsMut<[u8]>, E: Encap>(
     let Some(t) = b.get_mut(l4..) else {
         return;
     };
-    write_tcp_state(t, e, config.policy == Policy::Lro);
+    write_tcp_state(t, e);
     let tcp = if full { TcpSum::Full } else { TcpSum::Partial };
     let end = l.first_l3() + e.ip_len as usize;
     fixup::fix_headers::<E>(b, &l, end, payload_sum, tcp, &e.pseudo);
