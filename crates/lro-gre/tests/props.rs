@@ -54,8 +54,8 @@ struct TunSeed {
     gre: u8,
     inner_v6: bool,
     /// Twin of the previous flow: 0..=1 none, 2 other key, 3 other outer source, 4 other outer
-    /// destination, 5 other flags (C toggled), 6 other outer flow label or tag, 7 the same
-    /// tunnel (a copy: one flow).
+    /// destination, 5 other flags (C toggled, or S set), 6 other outer flow label or tag, 7 the
+    /// same tunnel (a copy: one flow).
     twin: u8,
     key: u32,
     isn: u32,
@@ -174,7 +174,10 @@ fn make_flows(seeds: &[TunSeed]) -> (Vec<Flow>, Vec<Stream>) {
                         IpSpec::V6(v6) => [&mut v6.src, &mut v6.dst][at][15] ^= 0x40,
                     }
                 }
-                5 => f.gre.flags_version ^= lro_gre::wire::flags::C,
+                // Another tunnel identity: C toggled, or the sequence flag, whose frames are
+                // never merged and must not overtake their inner connection's held segment.
+                5 if s.key & 4 == 0 => f.gre.flags_version ^= lro_gre::wire::flags::C,
+                5 => f.gre = f.gre.sequence(s.isn),
                 6 => match (&mut f.gre.ip, &mut f.gre.link) {
                     (IpSpec::V6(v6), _) => v6.flow_label ^= 0x5,
                     (_, LinkSpec::Ethernet(eth)) if eth.vlans[0].is_some() => {
