@@ -769,9 +769,11 @@ fn general<E: Encap>(frame: &[u8], meta: &RxMeta) -> Result<Parsed, Unparsed> {
         FlowKey::pack_tags(tags, version, meta.link, ip.label),
     );
     if ip.facts.v6 && ip.fragment {
-        // Every fragment's Fragment header names the protocol of the datagram it cuts (RFC
-        // 8200 section 4.5): a tunnel's fragment must not overtake the tunnel's held flows,
-        // whose keys hold their inner addresses.
+        // Every fragment's Fragment header names the first header of the part it cuts (RFC
+        // 8200 section 4.5). GRE there: a tunnel's fragment, which must not overtake the
+        // tunnel's held flows (their keys hold inner addresses). An extension header may hide
+        // either: the address hint, which with an encapsulation covers the tunnels between
+        // these addresses as well (`Engine::flush_for_hint`).
         let tunnel = E::ENABLED && ip.next < ip.end && frame[ip.next] == E::IP_PROTOCOL;
         let hint = if tunnel {
             FlowHint::Tunnel(key)

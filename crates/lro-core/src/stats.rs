@@ -158,11 +158,13 @@ reason_enum! {
         /// A segment longer than the flow's MSS (`Gro`).
         Mss => "mss",
         /// A frame of this flow that is delivered unmerged (pure ACK in `Gro`, duplicate ACK,
-        /// control flags, bad checksum, options...) arrived: the held segment goes first so the
-        /// flow's order is kept.
+        /// control flags, bad checksum, options...) arrived, or a frame of its inner connection
+        /// through a tunnel header that never merges (GRE with a sequence number): the held
+        /// segment goes first so the flow's order is kept.
         Unmergeable => "unmergeable",
         /// A TCP frame whose ports could not be read (a fragment, a truncated header) arrived
-        /// for this address pair: held segments of that pair go first.
+        /// for this address pair, or a tunnelled frame whose inner flow could not be read for
+        /// this tunnel's outer pair: held segments of that pair go first.
         Unknown => "unknown_flow",
         /// Coalescing paused ([`Config::adaptive_bypass`](crate::Config::adaptive_bypass))
         /// while segments were held across polls: they go before the frames passed through.

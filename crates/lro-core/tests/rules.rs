@@ -625,8 +625,10 @@ fn counters_reset_while_frames_are_held_stay_conserved() {
         &mut rec,
     );
     engine.flush_all(&mut rec);
-    assert!(engine.stats().is_conserved(), "{:?}", engine.stats());
-    assert_eq!(engine.stats().frames_in, 3);
+    let stats = engine.stats();
+    assert!(stats.is_conserved(), "{stats:?}");
+    assert_eq!((stats.frames_in, stats.data_in), (3, 3), "{stats:?}");
+    assert_eq!((stats.data_out, stats.frames_merged), (2, 1), "{stats:?}");
 }
 
 /// `OutChecksum::AsReceived` configured: a coalesced segment's checksum is rewritten in full,

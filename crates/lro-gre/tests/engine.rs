@@ -527,6 +527,45 @@ fn a_frame_the_tunnel_keeps_apart_goes_after_the_held_segment() {
     }
 }
 
+/// An outer IPv6 fragment whose Fragment header names a Destination Options header (as a
+/// sender puts options meant for the final destination after it): what follows, GRE here, is
+/// unknown to the engine, which must still let the tunnel's held segment go first.
+#[test]
+fn an_outer_fragment_with_options_after_it_goes_after_the_tunnels_held_segment() {
+    use lro_core::testing::{Ipv6Ext, Ipv6ExtKind};
+    let mut gre = GreSpec::ipv6().key(9);
+    if let IpSpec::V6(v6) = &mut gre.ip {
+        // A Tunnel Encapsulation Limit option (RFC 2473), padded to 8 bytes.
+        v6.ext[0] = Some(Ipv6Ext::new(
+            Ipv6ExtKind::DestinationOptions,
+            &[4, 1, 4, 1, 1, 0],
+        ));
+    }
+    let mut f = Flow::new(gre);
+    let mut frames = f.data(4);
+    // Frame 2: a Fragment header (first fragment, more to come) between the IPv6 header and
+    // the options, as RFC 8200 section 4.1 orders them.
+    let (l3, frag) = (14, &mut frames[2]);
+    let plen = u16::from_be_bytes([frag[l3 + 4], frag[l3 + 5]]) + 8;
+    frag[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+    let next = std::mem::replace(&mut frag[l3 + 6], 44);
+    let header = [next, 0, 0, 1, 0, 0, 0, 7];
+    frag.splice(l3 + 40..l3 + 40, header);
+    for nic in NICS {
+        for mut config in [Config::gro(), Config::lro()] {
+            for prediction in [true, false] {
+                config.header_prediction = prediction;
+                let (rec, verdicts, _) = go(config, &inputs(&f, &frames, nic));
+                let case = format!("{nic:?}, {config:?}");
+                assert_eq!(verdicts[2], Verdict::Passed(PassReason::Fragment), "{case}");
+                let segs = segments(&rec);
+                assert_eq!(segs[0].0, vec![0, 1], "{case}: the held pair first");
+                assert_eq!(segs[1].0, vec![2], "{case}");
+            }
+        }
+    }
+}
+
 /// The GRE checksum: a frame whose checksum is wrong is never merged and passes counted, with
 /// software verification and with the NIC's CHECKSUM_COMPLETE sum; under `Verified` the NIC
 /// vouched for the frame and it is merged (and the segment's checksum computed afresh).

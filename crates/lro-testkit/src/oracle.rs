@@ -124,6 +124,10 @@ pub enum Barrier {
         /// Outer destination address.
         dst: [u8; 16],
     },
+    /// An IPv6 fragment whose Fragment header names an extension header, which may hide TCP
+    /// or GRE: both kinds, the flows of this identity (ports aside) and every tunnel between
+    /// its addresses.
+    Either(Identity),
 }
 
 impl Barrier {
@@ -141,6 +145,14 @@ impl Barrier {
             Barrier::Tunnel { src, dst } => id
                 .tunnel
                 .is_some_and(|t| t.outer_src == *src && t.outer_dst == *dst),
+            Barrier::Either(a) => {
+                Barrier::Addresses(*a).covers(id)
+                    || Barrier::Tunnel {
+                        src: a.src,
+                        dst: a.dst,
+                    }
+                    .covers(id)
+            }
         }
     }
 }
@@ -373,19 +385,18 @@ fn ipv6(b: &[u8], l3: usize, mut id: Identity) -> Class {
         match next {
             0 if walked == 0 => {}
             43 | 60 => {}
-            // A Fragment header names what the datagram it cuts carries (RFC 8200 section
-            // 4.5): GRE makes it a tunnel's fragment.
+            // A Fragment header names the first header of the part it cuts (RFC 8200 section
+            // 4.5): GRE makes it a tunnel's fragment, an extension header may hide either.
             44 => {
-                return Class::Fragment(Box::new(
-                    if b.get(at).is_some_and(|&p| p == 47) && at < ip_end {
-                        Barrier::Tunnel {
-                            src: id.src,
-                            dst: id.dst,
-                        }
-                    } else {
-                        Barrier::Addresses(id)
+                let first = b.get(at).copied().filter(|_| at < ip_end);
+                return Class::Fragment(Box::new(match first {
+                    Some(47) => Barrier::Tunnel {
+                        src: id.src,
+                        dst: id.dst,
                     },
-                ))
+                    Some(0 | 43 | 51 | 60) => Barrier::Either(id),
+                    _ => Barrier::Addresses(id),
+                }));
             }
             _ => return Class::NotTcp,
         }

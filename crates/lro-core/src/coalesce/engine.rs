@@ -400,11 +400,22 @@ where
     }
 
     /// Resets the counters to zero, but for the frames still held, which count as received
-    /// ([`Stats::frames_in`]): they come out after the reset, and
-    /// [`Stats::is_conserved`] holds again once they have.
+    /// ([`Stats::frames_in`], [`Stats::data_in`], [`TunnelStats::frames_in`]): they come out
+    /// after the reset, and [`Stats::is_conserved`] holds again once they have.
+    ///
+    /// [`TunnelStats::frames_in`]: crate::TunnelStats::frames_in
     pub fn reset_stats(&mut self) {
-        self.stats = Stats::new();
-        self.stats.frames_in = self.held as u64;
+        let mut stats = Stats::new();
+        for (slot, e) in self.store.flows().iter().enumerate() {
+            if e.is_held() {
+                stats.frames_in += u64::from(e.count);
+                stats.data_in += u64::from(e.data_frames);
+                if self.store.key(slot as u16).tunnel.key().is_some() {
+                    stats.tunnel.frames_in += u64::from(e.count);
+                }
+            }
+        }
+        self.stats = stats;
     }
 
     /// Offers one received frame (see [`Coalescer::push`]).
@@ -1766,10 +1777,23 @@ where
     fn flush_for_hint<K: Sink<F> + ?Sized>(&mut self, hint: &FlowHint, sink: &mut K) {
         match hint {
             FlowHint::None => {}
-            // Ports unknown: every held flow of the address pair goes first.
-            FlowHint::Addresses(a) => self.flush_where(|k| k.flow.same_addresses(a), sink),
+            // Ports unknown: every held flow of the address pair goes first. With an
+            // encapsulation, every tunnel's between these addresses too: an IPv6 fragment
+            // whose Fragment header names an extension header may carry the tunnel behind it.
+            FlowHint::Addresses(a) => self.flush_where(
+                FlushReason::Unknown,
+                |k| {
+                    k.flow.same_addresses(a)
+                        || E::ENABLED
+                            && k.tunnel
+                                .key()
+                                .is_some_and(|t| t.outer_src == a.src && t.outer_dst == a.dst)
+                },
+                sink,
+            ),
             // Inner flow unknown: every held flow of the tunnel's outer address pair.
             FlowHint::Tunnel(o) => self.flush_where(
+                FlushReason::Unknown,
                 |k| {
                     k.tunnel
                         .key()
@@ -1791,7 +1815,9 @@ where
             return;
         };
         let inner = key.flow;
+        // Its flow as far as the connection goes: the frame cannot be merged.
         self.flush_where(
+            FlushReason::Unmergeable,
             |k| {
                 k.flow == inner
                     && k.tunnel.key().is_some_and(|t| {
@@ -1802,9 +1828,10 @@ where
         );
     }
 
-    /// Flushes every held segment whose key `matches`, oldest first.
+    /// Flushes every held segment whose key `matches`, oldest first, for `reason`.
     fn flush_where<K: Sink<F> + ?Sized>(
         &mut self,
+        reason: FlushReason,
         matches: impl Fn(&Key<E::Tunnel>) -> bool,
         sink: &mut K,
     ) {
@@ -1817,7 +1844,7 @@ where
             let parts = self.store.parts();
             cur = parts.index.newer(slot);
             if matches(parts.index.key(slot)) {
-                self.flush_slot(slot, FlushReason::Unknown, sink);
+                self.flush_slot(slot, reason, sink);
             }
         }
     }
