@@ -86,14 +86,41 @@ fn child_command(wrapper: &[&str], mode: &str, ns: &str, ifname: &str) -> Comman
 }
 
 /// Starts a child in `mode` and waits for its `attached <id>` line.
+/// A child process killed and reaped when dropped, so a failing assertion does not leave it
+/// holding a BPF link (and the test's namespace) behind.
+struct Reaped(Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        // Both fail harmlessly once the test has killed and reaped the child itself.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn spawn_child(
     mode: &str,
     ns: &str,
     ifname: &str,
-) -> (Child, u32, BufReader<std::process::ChildStdout>) {
-    let mut child = child_command(&[], mode, ns, ifname)
-        .spawn()
-        .expect("spawn the child");
+) -> (Reaped, u32, BufReader<std::process::ChildStdout>) {
+    let mut child = Reaped(
+        child_command(&[], mode, ns, ifname)
+            .spawn()
+            .expect("spawn the child"),
+    );
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
     let start = Instant::now();
@@ -299,14 +326,16 @@ fn another_pid_namespace_cannot_take_a_live_program() {
     let (ns, ifname) = (net.ns_a.as_str(), net.if_a.as_str());
     let (mut holder, holder_prog, _out) = spawn_child("hold", ns, ifname);
 
-    let mut taker = child_command(
-        &["unshare", "--pid", "--fork", "--kill-child"],
-        "take",
-        ns,
-        ifname,
-    )
-    .spawn()
-    .expect("spawn unshare");
+    let mut taker = Reaped(
+        child_command(
+            &["unshare", "--pid", "--fork", "--kill-child"],
+            "take",
+            ns,
+            ifname,
+        )
+        .spawn()
+        .expect("spawn unshare"),
+    );
     let mut out = String::new();
     taker
         .stdout
