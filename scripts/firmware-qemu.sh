@@ -47,8 +47,9 @@ eval "$exports"
 
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
-# Ctrl-C or a TERM ends the run (with a failure status); `timeout --foreground` below keeps
-# QEMU in this process group, so the same signal reaches it.
+# Ctrl-C or a TERM ends the run (with a failure status). `timeout --foreground` below keeps
+# QEMU in this process group, so Ctrl-C (sent to the group) stops it at once; a TERM sent to
+# this script alone takes effect when the current QEMU run ends.
 trap 'exit 130' INT TERM
 
 # The `counters` object of lro replay's --json (every counter of the engine, by the names

@@ -40,6 +40,7 @@ ns_a="lrocap-a-$$"
 ns_b="lrocap-b-$$"
 work="$(mktemp -d)"
 tcpdump_pid=""
+partial=""
 
 cleanup() {
     set +e
@@ -52,6 +53,7 @@ cleanup() {
         fi
     done
     rm -rf "$work"
+    [[ -z "$partial" ]] || rm -f "$partial"
 }
 # INT/TERM must end the script: a handler that only cleaned up would return into it with
 # `set +e` (from cleanup) in force, and the remaining steps would run against the deleted
@@ -87,11 +89,14 @@ stop_tcpdump() {
     fi
 }
 
-# Compresses `$1` into `$2` through the work directory, so an interrupted run never leaves a
-# partial file where a committed capture was.
+# Compresses `$1` into `$2` through a file beside it, renamed into place once whole (a rename
+# in one directory, so an interrupted run never leaves a partial file where a committed
+# capture was; cleanup removes the partial one).
 publish() {
-    xz -9e -T1 -c "$1" >"$work/publish.xz"
-    mv "$work/publish.xz" "$2"
+    partial="$2.partial.$$"
+    xz -9e -T1 -c "$1" >"$partial"
+    mv -f "$partial" "$2"
+    partial=""
     echo "make-capture: $2 ($(stat -c %s "$2") bytes, $(stat -c %s "$1") uncompressed)"
 }
 
