@@ -8,8 +8,9 @@
 # checksum mode, and compares every counter. Prints one line per board,
 #   firmware <machine> cortex-m4|cortex-m0: <counters> OK
 # plus its footprint (sections, engine, stack high-water mark), and exits non-zero on any
-# difference, a crash, a hang (QEMU_TIMEOUT seconds, default 120), or a Toeplitz table linked
-# into a firmware that never hashes.
+# difference, a crash, a hang (QEMU_TIMEOUT seconds, default 120), a stack that reached the
+# end of .bss (the firmware checks its paint), or a Toeplitz table linked into a firmware that
+# never hashes.
 #
 # Exit status 3 (reason printed): qemu-system-arm or the library source for -Zbuild-std is
 # missing, so CI can skip instead of failing.

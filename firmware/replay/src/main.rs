@@ -122,7 +122,9 @@ fn main() -> ! {
     {
         fail("frames lost: the counters do not add up or a buffer did not come back");
     }
-    let used_stack = sys::stack_high_water();
+    let Some(used_stack) = sys::stack_high_water() else {
+        fail("the stack reached the end of .bss: it may have overwritten the frame buffers");
+    };
     report(&BOARD, frames, stats, &stack, used_stack);
     semihosting::process::exit(0)
 }

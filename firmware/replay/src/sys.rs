@@ -11,8 +11,14 @@ extern "C" {
     static _stack_end: u32;
 }
 
-/// Bytes of stack used so far (the high-water mark since reset).
-pub(crate) fn stack_high_water() -> usize {
+/// The lowest bytes of the stack region that must stay painted: a stack that reached them
+/// may have gone on into `.bss` (nothing guards the boundary), which the paint cannot tell.
+const GUARD: usize = 64;
+
+/// Bytes of stack used so far (the high-water mark since reset); `None` when the stack
+/// reached the lowest [`GUARD`] bytes of its region, where an overflow into `.bss` (the frame
+/// buffers, the engine) cannot be told from a deep but legal use.
+pub(crate) fn stack_high_water() -> Option<usize> {
     let top = core::ptr::addr_of!(_stack_start) as usize;
     let bottom = core::ptr::addr_of!(_stack_end) as usize;
     let mut p = bottom;
@@ -28,5 +34,5 @@ pub(crate) fn stack_high_water() -> usize {
         }
         p += 4;
     }
-    top - p
+    (p - bottom >= GUARD).then_some(top - p)
 }
