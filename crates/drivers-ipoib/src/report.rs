@@ -221,7 +221,8 @@ pub fn table(rows: &[Row]) -> String {
     let cells: Vec<[String; 9]> = rows
         .iter()
         .map(|r| {
-            let secs = r.result.duration_ns as f64 / 1e9;
+            // As `delivered_per_sec` counts a run of no time: as one nanosecond, not NaN.
+            let secs = r.result.duration_ns.max(1) as f64 / 1e9;
             [
                 r.workload.clone(),
                 r.costs.to_string(),
@@ -485,6 +486,14 @@ fn draw_panel<DB: DrawingBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run of no time: every rate is a number (sent/s was NaN, delivered/s was not).
+    #[test]
+    fn a_run_of_no_time_prints_numbers() {
+        let rows = rows(Costs::SEED_ERA, 0).expect("rows");
+        let text = table(&rows);
+        assert!(!text.contains("NaN") && !text.contains("inf"), "{text}");
+    }
 
     #[test]
     fn costs_file_round_trip() {
