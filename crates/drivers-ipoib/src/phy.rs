@@ -118,16 +118,22 @@ impl<'q, 'a> RxDriver for IpoibDriver<'q, 'a> {
 /// let (rx, _tx) = dev.receive(Instant::from_millis(0)).expect("a packet");
 /// assert_eq!(rx.consume(|ip| ip.to_vec()), udp); // without the IPoIB header
 /// assert_eq!(dev.capabilities().medium, Medium::Ip);
+/// // The IPoIB mode's MTU, not the loopback's 65535.
+/// assert_eq!(dev.capabilities().max_transmission_unit, mode.mtu());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct IpoibDevice<D> {
     inner: D,
+    /// The IPoIB mode's MTU, when known: the capabilities advertise at most this.
+    mtu: Option<usize>,
 }
 
 impl<D> IpoibDevice<D> {
-    /// Wraps a device whose received frames start with the encapsulation header.
+    /// Wraps a device whose received frames start with the encapsulation header; its
+    /// capabilities are the device's (so its MTU should be the IPoIB mode's,
+    /// [`Mode::mtu`](crate::Mode::mtu)).
     pub fn wrap(inner: D) -> Self {
-        Self { inner }
+        Self { inner, mtu: None }
     }
 
     /// The wrapped device.
@@ -150,8 +156,13 @@ impl<'s, 'q, 'a, T: Device> IpoibDevice<LroDevice<'s, IpoibDriver<'q, 'a>, T>> {
     /// smoltcp over `queue` through the coalescer (drivers-myri's [`LroDevice`], `Lro` policy,
     /// segments copied into `staging` when coalesced; at least
     /// [`drivers_myri::phy::STAGING_LEN`] bytes for 64 KB segments), transmitting through `tx`.
+    /// The capabilities advertise at most the queue's IPoIB MTU ([`Mode::mtu`](crate::Mode::mtu)),
+    /// whatever `tx` allows.
     pub fn new(queue: &'q RxQueue<'a>, tx: T, staging: &'s mut [u8]) -> Self {
-        Self::wrap(LroDevice::new(IpoibDriver::new(queue), tx, staging))
+        let mtu = queue.config().mode.mtu();
+        let mut dev = Self::wrap(LroDevice::new(IpoibDriver::new(queue), tx, staging));
+        dev.mtu = Some(mtu);
+        dev
     }
 }
 
@@ -207,6 +218,9 @@ impl<D: Device> Device for IpoibDevice<D> {
     fn capabilities(&self) -> DeviceCapabilities {
         let mut caps = self.inner.capabilities();
         caps.medium = Medium::Ip;
+        if let Some(mtu) = self.mtu {
+            caps.max_transmission_unit = caps.max_transmission_unit.min(mtu);
+        }
         caps
     }
 }
