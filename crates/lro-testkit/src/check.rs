@@ -213,37 +213,15 @@ fn check_barriers(inputs: &[Pushed], rec: &Recorder, rank: &[usize]) {
             Out::Rel(i) => at[*i] = pos,
         }
     }
-    // GRE flags beyond C and K, or another version: never merged.
-    let apart = |t: &oracle::TunnelId| t.flags & !0xa000 != 0;
     for (i, x) in inputs.iter().enumerate() {
         if rank[i] == usize::MAX {
             continue;
         }
-        let barrier = oracle::barrier(&x.bytes, &x.meta);
-        let inner = x
-            .tcp
-            .as_ref()
-            .and_then(|t| t.id.tunnel.filter(apart).map(|tun| (t.id, tun)));
-        let covers = |id: &Identity| match (&barrier, &inner) {
-            (Some(b), _) => b.covers(id),
-            (None, Some((own, tun))) => id.tunnel.is_some_and(|u| {
-                u.outer_src == tun.outer_src
-                    && u.outer_dst == tun.outer_dst
-                    && Identity {
-                        tunnel: None,
-                        ..*id
-                    } == Identity {
-                        tunnel: None,
-                        ..*own
-                    }
-            }),
-            (None, None) => false,
-        };
-        if barrier.is_none() && inner.is_none() {
+        let Some(barrier) = oracle::barrier(&x.bytes, &x.meta) else {
             continue;
-        }
+        };
         for (j, y) in inputs.iter().enumerate() {
-            if rank[j] < rank[i] && y.tcp.as_ref().is_some_and(|t| covers(&t.id)) {
+            if rank[j] < rank[i] && y.tcp.as_ref().is_some_and(|t| barrier.covers(&t.id)) {
                 assert!(
                     at[j] < at[i],
                     "order: frame {i} (a fragment or a never-merged tunnel header) came out \
@@ -534,10 +512,10 @@ fn check_released(
         t.flags
     );
     assert!(!t.ip_opts, "frame {i} released with IP options");
-    let gre_flags = t.id.tunnel.map_or(0, |x| x.flags);
     assert!(
-        gre_flags & !0xa000 == 0,
-        "frame {i} released with GRE flags {gre_flags:#x}"
+        t.id.tunnel.is_none_or(|x| x.mergeable()),
+        "frame {i} released with GRE flags {:#x}",
+        t.id.tunnel.map_or(0, |x| x.flags)
     );
     assert!(
         t.options_mergeable(&f.bytes),
@@ -649,10 +627,10 @@ fn check_rewritten(
                 (ho.ttl, ho.tos, ho.df),
                 "segment {ids:?}: frame {i} outer TTL/TOS/DF"
             );
-            let flags = t.id.tunnel.map_or(0, |x| x.flags);
             assert!(
-                ids.len() == 1 || flags & !0xa000 == 0,
-                "segment {ids:?}: frame {i} GRE flags {flags:#x} merged"
+                ids.len() == 1 || t.id.tunnel.is_none_or(|x| x.mergeable()),
+                "segment {ids:?}: frame {i} GRE flags {:#x} merged",
+                t.id.tunnel.map_or(0, |x| x.flags)
             );
             assert_eq!(
                 gre_bytes(&f.bytes, t),

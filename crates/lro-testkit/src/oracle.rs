@@ -61,6 +61,14 @@ pub struct TunnelId {
     pub inner_link: [u8; 16],
 }
 
+impl TunnelId {
+    /// GRE version 0 with no flags but C and K (RFC 2890): a header frames may be merged
+    /// under (Linux `gre_gro_receive` flushes on any other bit).
+    pub fn mergeable(&self) -> bool {
+        self.flags & !0xa000 == 0
+    }
+}
+
 /// Where a tunnelled frame's outer layers are, and the outer IP header's facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outer {
@@ -128,6 +136,10 @@ pub enum Barrier {
     /// or GRE: both kinds, the flows of this identity (ports aside) and every tunnel between
     /// its addresses.
     Either(Identity),
+    /// A tunnelled TCP frame whose GRE header is never merged (another tunnel identity): its
+    /// inner connection (this identity but for the tunnel) in any tunnel between the same
+    /// outer addresses.
+    Connection(Identity),
 }
 
 impl Barrier {
@@ -153,14 +165,32 @@ impl Barrier {
                     }
                     .covers(id)
             }
+            Barrier::Connection(own) => own.tunnel.is_some_and(|t| {
+                Barrier::Tunnel {
+                    src: t.outer_src,
+                    dst: t.outer_dst,
+                }
+                .covers(id)
+                    && Identity {
+                        tunnel: None,
+                        ..*id
+                    } == Identity {
+                        tunnel: None,
+                        ..*own
+                    }
+            }),
         }
     }
 }
 
-/// What a frame the reference reads as a fragment must not overtake ([`classify_gre`]).
+/// What a frame whose flow the engine cannot fully read must not overtake
+/// ([`classify_gre`]): a fragment, or a tunnelled frame whose GRE header is never merged.
 pub fn barrier(b: &[u8], meta: &RxMeta) -> Option<Barrier> {
     match classify_gre(b, meta) {
         Class::Fragment(barrier) => Some(*barrier),
+        Class::Tcp(t) if t.id.tunnel.is_some_and(|x| !x.mergeable()) => {
+            Some(Barrier::Connection(t.id))
+        }
         _ => None,
     }
 }

@@ -1782,23 +1782,13 @@ where
             // whose Fragment header names an extension header may carry the tunnel behind it.
             FlowHint::Addresses(a) => self.flush_where(
                 FlushReason::Unknown,
-                |k| {
-                    k.flow.same_addresses(a)
-                        || E::ENABLED
-                            && k.tunnel
-                                .key()
-                                .is_some_and(|t| t.outer_src == a.src && t.outer_dst == a.dst)
-                },
+                |k| k.flow.same_addresses(a) || E::ENABLED && tunnelled_between(k, a.src, a.dst),
                 sink,
             ),
             // Inner flow unknown: every held flow of the tunnel's outer address pair.
             FlowHint::Tunnel(o) => self.flush_where(
                 FlushReason::Unknown,
-                |k| {
-                    k.tunnel
-                        .key()
-                        .is_some_and(|t| t.outer_src == o.src && t.outer_dst == o.dst)
-                },
+                |k| tunnelled_between(k, o.src, o.dst),
                 sink,
             ),
         }
@@ -1818,12 +1808,7 @@ where
         // Its flow as far as the connection goes: the frame cannot be merged.
         self.flush_where(
             FlushReason::Unmergeable,
-            |k| {
-                k.flow == inner
-                    && k.tunnel.key().is_some_and(|t| {
-                        t.outer_src == outer.outer_src && t.outer_dst == outer.outer_dst
-                    })
-            },
+            |k| k.flow == inner && tunnelled_between(k, outer.outer_src, outer.outer_dst),
             sink,
         );
     }
@@ -1999,6 +1984,13 @@ fn refresh_tcp<const N: usize>(t: &mut [u8; N], e: &FlowState) {
     let at = tcp::field::CHECKSUM.start;
     let hc = u16::from_be_bytes([t[at], t[at + 1]]);
     write_be16(t, at, !csum::add(csum::sub(!hc, old), new));
+}
+
+/// Whether `k` is a flow tunnelled between the outer addresses `src` and `dst`.
+fn tunnelled_between<T: TunnelSlot>(k: &Key<T>, src: u128, dst: u128) -> bool {
+    k.tunnel
+        .key()
+        .is_some_and(|t| t.outer_src == src && t.outer_dst == dst)
 }
 
 /// Writes a segment's TCP state into its head's TCP header `t`: the flags of every frame, and
