@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io;
 use std::mem::size_of;
 use std::ops::Range;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -323,11 +323,36 @@ pub(crate) fn map_delete(map: BorrowedFd<'_>, key: u32) -> io::Result<()> {
 
 /// A file descriptor for the loaded program with id `id`.
 pub(crate) fn prog_fd_by_id(id: u32) -> io::Result<OwnedFd> {
+    fd_by_id(BPF_PROG_GET_FD_BY_ID, id)
+}
+
+/// A file descriptor for the object with id `id` (`cmd`: `BPF_PROG_GET_FD_BY_ID` or
+/// `BPF_LINK_GET_FD_BY_ID`).
+fn fd_by_id(cmd: c_int, id: u32) -> io::Result<OwnedFd> {
     let mut attr = GetFdByIdAttr {
         id,
         ..GetFdByIdAttr::default()
     };
-    bpf(BPF_PROG_GET_FD_BY_ID, &mut attr).map(new_fd)
+    bpf(cmd, &mut attr).map(new_fd)
+}
+
+/// What `BPF_OBJ_GET_INFO_BY_FD` fills in: a `#[repr(C)]` prefix of the kernel's info
+/// structure for the object's kind, all of whose bit patterns are valid.
+trait ObjInfo: Default {}
+impl ObjInfo for BpfProgInfo {}
+impl ObjInfo for BpfLinkInfo {}
+
+/// The kernel's information about the object behind `fd` (at most `size_of::<T>()` bytes of
+/// it: the kernel fills no more than it is told).
+fn obj_info<T: ObjInfo>(fd: BorrowedFd<'_>) -> io::Result<T> {
+    let mut info = T::default();
+    let mut attr = InfoByFdAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: size_of::<T>() as u32,
+        info: &mut info as *mut T as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    Ok(info)
 }
 
 /// What the kernel says about a loaded program.
@@ -340,13 +365,7 @@ pub(crate) struct ProgInfo {
 
 /// The id, type and name of the program behind `prog`.
 pub(crate) fn prog_info(prog: BorrowedFd<'_>) -> io::Result<ProgInfo> {
-    let mut info = BpfProgInfo::default();
-    let mut attr = InfoByFdAttr {
-        bpf_fd: prog.as_raw_fd() as u32,
-        info_len: size_of::<BpfProgInfo>() as u32,
-        info: &mut info as *mut BpfProgInfo as u64,
-    };
-    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    let info: BpfProgInfo = obj_info(prog)?;
     let end = info
         .name
         .iter()
@@ -403,23 +422,13 @@ pub(crate) fn xdp_link_of(ifindex: u32, prog_id: u32) -> io::Result<Option<u32>>
             Err(e) => return Err(e),
         }
         start = next.next_id;
-        let mut by_id = GetFdByIdAttr {
-            id: start,
-            ..GetFdByIdAttr::default()
-        };
-        let link = match bpf(BPF_LINK_GET_FD_BY_ID, &mut by_id) {
-            Ok(rc) => new_fd(rc),
+        let link = match fd_by_id(BPF_LINK_GET_FD_BY_ID, start) {
+            Ok(fd) => fd,
             // Released since it was listed.
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
             Err(e) => return Err(e),
         };
-        let mut info = BpfLinkInfo::default();
-        let mut attr = InfoByFdAttr {
-            bpf_fd: link.as_raw_fd() as u32,
-            info_len: size_of::<BpfLinkInfo>() as u32,
-            info: &mut info as *mut BpfLinkInfo as u64,
-        };
-        bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+        let info: BpfLinkInfo = obj_info(link.as_fd())?;
         if info.link_type == BPF_LINK_TYPE_XDP
             && info.xdp_ifindex == ifindex
             && info.prog_id == prog_id
