@@ -469,6 +469,7 @@ where
                         sink,
                         slot,
                         const { $kind.shape().expect("a kind with a copy") },
+                        $kind,
                     )
                 };
             }
@@ -480,7 +481,7 @@ where
             }
         }
         let shape = tpl.layout();
-        self.push_shape::<LRO, K>(frame, meta, sink, slot, shape)
+        self.push_shape::<LRO, K>(frame, meta, sink, slot, shape, predict::Kind::Other)
     }
 
     /// [`Engine::push_predicted`] with the template's layout `shape`.
@@ -492,12 +493,13 @@ where
         sink: &mut K,
         slot: u16,
         shape: Shape,
+        kind: predict::Kind,
     ) -> Verdict {
         // The copy taken is the one of the template's kind, whose layout `Kind::shape` gives:
         // a copy for another layout would only make every frame miss.
         debug_assert_eq!(shape, self.store.flows()[usize::from(slot)].tpl.layout());
         let len = frame.as_ref().len();
-        match self.predict::<LRO, false>(frame.as_ref(), meta, slot, None, shape) {
+        match self.predict::<LRO, false>(frame.as_ref(), meta, slot, None, shape, kind) {
             Pred::Append {
                 slot,
                 appended,
@@ -604,9 +606,23 @@ where
         let n = header.len().min(tcp::HEADER_LEN_TS);
         tcp[..n].copy_from_slice(&header[..n]);
         let pred = if lro {
-            self.predict::<true, true>(datagram, meta, slot, Some(&tcp), shape)
+            self.predict::<true, true>(
+                datagram,
+                meta,
+                slot,
+                Some(&tcp),
+                shape,
+                predict::Kind::Other,
+            )
         } else {
-            self.predict::<false, true>(datagram, meta, slot, Some(&tcp), shape)
+            self.predict::<false, true>(
+                datagram,
+                meta,
+                slot,
+                Some(&tcp),
+                shape,
+                predict::Kind::Other,
+            )
         };
         // As `push_predicted` carries out the decisions, but for an append (a data frame of
         // fewer than 12 bytes without options, rare), left to the parser: one copy of this
@@ -837,12 +853,13 @@ where
         slot: u16,
         tcp: Option<&[u8; tcp::HEADER_LEN_TS]>,
         shape: Shape,
+        kind: predict::Kind,
     ) -> Pred {
         let e = &self.store.flows()[usize::from(slot)];
         if !e.tpl.is_predicted() {
             return Pred::Miss;
         }
-        if !e.tpl.matches(bytes, meta, shape) {
+        if !e.tpl.matches(bytes, meta, shape, kind) {
             return Pred::Miss;
         }
         let Some(p) = self.read_predicted::<false, S>(bytes, meta, slot, shape, tcp) else {
