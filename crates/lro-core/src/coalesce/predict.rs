@@ -27,7 +27,7 @@
 //! zero-extended copy, and its padding left out when `Lro` absorbs it. A frame it cannot
 //! decide (a mismatch, other padding, a bad checksum) goes through the general path.
 
-use super::fixup::Layers;
+use super::fixup::{Layers, OuterLayers};
 use super::rules::Facts;
 use super::storage::FlowState;
 use crate::csum::{self, PseudoHeader};
@@ -51,7 +51,8 @@ pub(crate) struct Template {
     /// The head's first `len` bytes.
     bytes: [u8; LEN],
     /// `0xff` where a frame must equal `bytes`, `0` (or the FIN/PSH bits cleared) where it may
-    /// differ. Only for [`Kind::Other`]: a copied kind's mask is a constant ([`Template::mask`]).
+    /// differ. The path of a copied kind reads its kind's constant instead ([`Kind::mask`]),
+    /// which this equals.
     mask: [u8; LEN],
     /// The head's header length; 0 when the flow is not predicted.
     pub(crate) len: u8,
@@ -82,13 +83,26 @@ pub(crate) enum Kind {
     VlanV4,
     /// Untagged Ethernet, IPv6 without extension headers, TCP with the aligned timestamps.
     EthernetV6,
+    /// A tunnel over untagged Ethernet and IPv4 (without options) whose encapsulation header
+    /// is 8 bytes without a checksum (GRE with a key, the common GRE tunnel), carrying IPv4
+    /// (without options) and TCP with the aligned timestamps. Only for engines with an
+    /// encapsulation.
+    TunnelV4,
+    /// The same with a 4-byte encapsulation header (GRE without options).
+    ShortTunnelV4,
     /// Any other layout: read with the template's offsets.
     Other,
 }
 
 impl Kind {
     /// The kinds with a copy of the path: all but [`Kind::Other`].
-    const COPIED: [Kind; 3] = [Kind::EthernetV4, Kind::VlanV4, Kind::EthernetV6];
+    const COPIED: [Kind; 5] = [
+        Kind::EthernetV4,
+        Kind::VlanV4,
+        Kind::EthernetV6,
+        Kind::TunnelV4,
+        Kind::ShortTunnelV4,
+    ];
 
     /// The layout of a kind with a copy (`None` for [`Kind::Other`]).
     pub(crate) const fn shape(self) -> Option<Shape> {
@@ -99,35 +113,53 @@ impl Kind {
                 false,
             )),
             Kind::EthernetV6 => Some(Shape::with_timestamps(ethernet::HEADER_LEN, true)),
+            Kind::TunnelV4 | Kind::ShortTunnelV4 => match self.outer() {
+                Some(o) => Some(Shape {
+                    tunnel: true,
+                    ..Shape::with_timestamps(o.inner as usize, false)
+                }),
+                None => None,
+            },
             Kind::Other => None,
+        }
+    }
+
+    /// The outer layers of a kind with a copy (`None` for a kind that is not tunnelled).
+    const fn outer(self) -> Option<OuterLayers> {
+        match self {
+            Kind::TunnelV4 => Some(tunnel_v4(8)),
+            Kind::ShortTunnelV4 => Some(tunnel_v4(4)),
+            _ => None,
         }
     }
 
     /// The mask of a template of this kind's layout (zero for [`Kind::Other`]).
     const fn const_mask(self) -> [u8; LEN] {
         match self.shape() {
-            Some(s) => inner_mask(s.l3, s.l4, s.payload, s.v6, s.ts),
+            Some(s) => layout_mask(s, self.outer()),
             None => [0; LEN],
         }
     }
 
     /// The mask of a template `t` of this kind: the kind's constant, or `t`'s own for
-    /// [`Kind::Other`].
+    /// [`Kind::Other`] (what [`Template::fill`] computed for its layout).
     #[inline(always)]
     fn mask(self, t: &Template) -> &[u8; LEN] {
         match self {
             Kind::EthernetV4 => &MASK_ETHERNET_V4,
             Kind::VlanV4 => &MASK_VLAN_V4,
             Kind::EthernetV6 => &MASK_ETHERNET_V6,
+            Kind::TunnelV4 => &MASK_TUNNEL_V4,
+            Kind::ShortTunnelV4 => &MASK_SHORT_TUNNEL_V4,
             Kind::Other => &t.mask,
         }
     }
 
-    /// The kind whose layout is `shape`.
-    fn of(shape: Shape) -> Kind {
+    /// The kind whose layout is `shape` with the outer layers `outer`.
+    fn of(shape: Shape, outer: Option<OuterLayers>) -> Kind {
         Kind::COPIED
             .into_iter()
-            .find(|k| k.shape() == Some(shape))
+            .find(|k| k.shape() == Some(shape) && k.outer() == outer)
             .unwrap_or(Kind::Other)
     }
 }
@@ -332,7 +364,7 @@ const fn free_ip(m: &mut [u8; LEN], at: usize, v6: bool) {
 /// every byte kept but the IP header's varying ones, TCP's sequence and ACK numbers, window,
 /// checksum and urgent pointer, the timestamp values (`ts`), FIN and PSH; zero past the
 /// header, so that a comparison of whole blocks ignores those bytes. A tunnel's outer layer
-/// is freed by [`Template::fill`].
+/// is freed by [`layout_mask`].
 const fn inner_mask(l3: usize, l4: usize, hdr: usize, v6: bool, ts: bool) -> [u8; LEN] {
     let mut m = [0u8; LEN];
     let mut i = 0;
@@ -352,12 +384,41 @@ const fn inner_mask(l3: usize, l4: usize, hdr: usize, v6: bool, ts: bool) -> [u8
     m
 }
 
+/// The mask of a template of layout `shape` with the outer layers `outer`: the inner
+/// headers' ([`inner_mask`]) with a tunnel's outer IP header's varying bytes and its
+/// encapsulation checksum freed.
+const fn layout_mask(shape: Shape, outer: Option<OuterLayers>) -> [u8; LEN] {
+    let mut m = inner_mask(shape.l3, shape.l4, shape.payload, shape.v6, shape.ts);
+    if let Some(o) = outer {
+        free_ip(&mut m, o.l3 as usize, o.v6);
+        if let Some(c) = o.checksum {
+            free(&mut m, o.encap as usize + c as usize, 2);
+        }
+    }
+    m
+}
+
+/// The outer layers of [`Kind::TunnelV4`] and [`Kind::ShortTunnelV4`]: IPv4 after an
+/// untagged Ethernet header, an encapsulation header of `len` bytes without a checksum after
+/// it, the inner IP header after that.
+const fn tunnel_v4(len: usize) -> OuterLayers {
+    OuterLayers {
+        l3: ethernet::HEADER_LEN as u16,
+        v6: false,
+        encap: (ethernet::HEADER_LEN + ipv4::HEADER_LEN) as u16,
+        inner: (ethernet::HEADER_LEN + ipv4::HEADER_LEN + len) as u16,
+        checksum: None,
+    }
+}
+
 /// The masks of the copied kinds, shared by every template of the kind: the comparison of a
 /// frame reads its template's bytes and a mask that stays in cache, not a mask of its own
 /// (with 64 flows interleaved, two cache lines fewer per frame).
 static MASK_ETHERNET_V4: [u8; LEN] = Kind::EthernetV4.const_mask();
 static MASK_VLAN_V4: [u8; LEN] = Kind::VlanV4.const_mask();
 static MASK_ETHERNET_V6: [u8; LEN] = Kind::EthernetV6.const_mask();
+static MASK_TUNNEL_V4: [u8; LEN] = Kind::TunnelV4.const_mask();
+static MASK_SHORT_TUNNEL_V4: [u8; LEN] = Kind::ShortTunnelV4.const_mask();
 
 /// TCP header bytes the template compares: up to the flags, or up to the timestamp option's
 /// kinds (the window, checksum, urgent pointer and timestamp values after them are free).
@@ -393,12 +454,6 @@ impl Template {
     /// Makes the template empty: the flow is not predicted.
     pub(crate) fn clear(&mut self) {
         self.len = 0;
-    }
-
-    /// The mask of the template: its kind's, or its own for [`Kind::Other`].
-    #[inline(always)]
-    fn mask(&self) -> &[u8; LEN] {
-        self.kind.mask(self)
     }
 
     /// Whether the flow is predicted (the template is not empty).
@@ -464,20 +519,14 @@ impl Template {
         };
         self.link = meta.link;
         self.stripped = meta.vlan_stripped;
-        self.kind = Kind::of(self.shape);
-        // A copied kind's mask is its constant (`Kind::mask`); only other layouts keep their
-        // own, the inner one's with the outer IP header's and the encapsulation checksum's
-        // varying bytes freed.
-        if self.kind == Kind::Other {
-            let mut m = inner_mask(l3, l4, hdr, l.v6, ts);
-            if let Some(o) = &l.outer {
-                free_ip(&mut m, usize::from(o.l3), o.v6);
-                if let Some(c) = o.checksum {
-                    free(&mut m, usize::from(o.encap) + usize::from(c), 2);
-                }
-            }
-            self.mask = m;
-        }
+        self.kind = Kind::of(self.shape, l.outer);
+        // A copied kind's mask is its constant, which its copy of the path reads (another
+        // template's lines are not read per frame); the template keeps a copy for the paths
+        // that read any layout (pure ACKs without options, variants, bare metal).
+        self.mask = match self.kind {
+            Kind::Other => layout_mask(self.shape, l.outer),
+            k => *k.mask(self),
+        };
         // The constant words of the pseudo header and the TCP header, in native byte order:
         // the address sum and protocol, minus the bytes of the IP header that the length word
         // counts but the TCP length does not (its ones' complement), the ports, the option
@@ -504,7 +553,7 @@ impl Template {
     pub(crate) fn matches(&self, bytes: &[u8], meta: &RxMeta, shape: Shape, kind: Kind) -> bool {
         // A constant when the caller's copy is of a known kind; the template's otherwise.
         let mask = match kind {
-            Kind::Other => self.mask(),
+            Kind::Other => &self.mask,
             k => k.mask(self),
         };
         // Between 16 and LEN for any template `fill` made (an empty one is
@@ -626,7 +675,7 @@ impl Template {
                 }
                 None => 0,
             };
-            d |= (block(b) ^ block(&self.bytes)) & block(self.mask());
+            d |= (block(b) ^ block(&self.bytes)) & block(&self.mask);
         }
         d == 0
     }
