@@ -19,7 +19,7 @@
 //! real checksums, as a NIC receives them), starts this program again inside it as the client
 //! (`--send 198.18.0.2:PORT MIB`: the kernel's TCP stack sends MIB MiB), serves the connection,
 //! prints what it measured and exits; the namespace and the TAP device are deleted then, also on
-//! failure or Ctrl-C. A run with coalescing prints about 38 ring frames per smoltcp frame for
+//! failure or Ctrl-C. A run with coalescing prints 33 to 38 ring frames per smoltcp frame for
 //! 64 MiB (smoltcp then sees segments of up to 64 KB instead of 1.5 KB frames; the rate depends
 //! on how fast the kernel sends, which depends on the machine).
 //!
