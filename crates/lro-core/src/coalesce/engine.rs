@@ -617,24 +617,12 @@ where
         let mut tcp = [0; tcp::HEADER_LEN_TS];
         let n = header.len().min(tcp::HEADER_LEN_TS);
         tcp[..n].copy_from_slice(&header[..n]);
+        // Read at the template's offsets, with its own mask.
+        let (tcp, kind) = (Some(&tcp), predict::Kind::Other);
         let pred = if lro {
-            self.predict::<true, true>(
-                datagram,
-                meta,
-                slot,
-                Some(&tcp),
-                shape,
-                predict::Kind::Other,
-            )
+            self.predict::<true, true>(datagram, meta, slot, tcp, shape, kind)
         } else {
-            self.predict::<false, true>(
-                datagram,
-                meta,
-                slot,
-                Some(&tcp),
-                shape,
-                predict::Kind::Other,
-            )
+            self.predict::<false, true>(datagram, meta, slot, tcp, shape, kind)
         };
         // As `push_predicted` carries out the decisions, but for an append (a data frame of
         // fewer than 12 bytes without options, rare), left to the parser: one copy of this
