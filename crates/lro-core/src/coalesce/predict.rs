@@ -522,10 +522,13 @@ impl Template {
         self.kind = Kind::of(self.shape, l.outer);
         // A copied kind's mask is its constant, which its copy of the path reads (another
         // template's lines are not read per frame); the template keeps a copy for the paths
-        // that read any layout (pure ACKs without options, variants, bare metal).
-        self.mask = match self.kind {
-            Kind::Other => layout_mask(self.shape, l.outer),
-            k => *k.mask(self),
+        // that read any layout (pure ACKs without options, variants). Bare metal has no
+        // copies: there every template computes its own, and the constants are not linked
+        // (800 bytes of flash).
+        self.mask = if cfg!(target_os = "none") || self.kind == Kind::Other {
+            layout_mask(self.shape, l.outer)
+        } else {
+            *self.kind.mask(self)
         };
         // The constant words of the pseudo header and the TCP header, in native byte order:
         // the address sum and protocol, minus the bytes of the IP header that the length word
