@@ -369,11 +369,21 @@ fn tunnels_are_kept_apart() {
     if let IpSpec::V4(v4) = &mut other_dst.ip {
         v4.dst = [198, 18, 0, 78];
     }
+    // The layouts header prediction has copies of its path for (no options, a key; outer
+    // and inner IPv4 over untagged Ethernet), each with a twin differing in one thing.
+    let plain = GreSpec::ipv4();
+    let mut plain_other_src = plain;
+    if let IpSpec::V4(v4) = &mut plain_other_src.ip {
+        v4.src = [198, 18, 0, 79];
+    }
     let tunnels = [
         base,
         base.key(10),
         GreSpec::ipv4().key(9),
+        GreSpec::ipv4().key(10),
         GreSpec::ipv4().checksum(),
+        plain,
+        plain_other_src,
         other_src,
         other_dst,
         base.teb(),
