@@ -95,10 +95,16 @@ fn spec_of(tunnels: &[TunnelSetup; 4]) -> [GreSpec; 4] {
         match twin {
             1 => g = g.key(g.key.wrapping_add(1)),
             2 | 3 => {
+                // One bit of the outer source or destination, in a byte that moves from
+                // tunnel to tunnel.
                 let at = usize::from(twin == 3);
                 match &mut g.ip {
-                    lro_core::testing::IpSpec::V4(v4) => [&mut v4.src, &mut v4.dst][at][3] ^= 0x20,
-                    lro_core::testing::IpSpec::V6(v6) => [&mut v6.src, &mut v6.dst][at][15] ^= 0x20,
+                    lro_core::testing::IpSpec::V4(v4) => {
+                        [&mut v4.src, &mut v4.dst][at][i % 4] ^= 0x20
+                    }
+                    lro_core::testing::IpSpec::V6(v6) => {
+                        [&mut v6.src, &mut v6.dst][at][(i * 7) % 16] ^= 0x20
+                    }
                 }
             }
             4 => g.flags_version ^= lro_gre::wire::flags::C,
