@@ -166,6 +166,40 @@ fn raw_ip_and_zero_mac_ethernet_frames_are_not_merged() {
     }
 }
 
+/// Header prediction compares the link kind too: the next frame of a predicted Ethernet flow,
+/// byte for byte, offered as raw IP or IPoIB is not the flow's (the general path reads it as
+/// that link's frame: a MAC address where the IP version should be, not IP) and goes alone,
+/// unchanged. The template's bytes alone would take it.
+#[test]
+fn a_predicted_flows_bytes_from_another_link_are_not_merged() {
+    for config in [Config::gro(), Config::lro()] {
+        for link in [LinkKind::RawIp, LinkKind::Ipoib] {
+            let payload = [1u8; MSS];
+            let at = |seq: u32| frame(spec(1).seq(seq).ack(5).timestamps(7, 9).payload(&payload));
+            let (f1, f2, f3) = (at(1000), at(1100), at(1200));
+            let eth = RxMeta::ethernet(0);
+            let (rec, verdicts) = run(
+                config,
+                &[
+                    (f1, eth),
+                    (f2, eth),
+                    (f3.clone(), RxMeta::ethernet(0).with_link(link)),
+                ],
+            );
+            assert!(
+                matches!(verdicts[2], Verdict::Passed(_)),
+                "{config:?} {link:?}: {:?}",
+                verdicts[2]
+            );
+            // Not IP on its link, it goes as it came (before the held segment, which it does
+            // not belong with).
+            assert_eq!(rec.segments.len(), 2, "{config:?} {link:?}");
+            assert_eq!(rec.segments[0], vec![f3], "{config:?} {link:?}");
+            assert_eq!(rec.segments[1].len(), 2, "{config:?} {link:?}");
+        }
+    }
+}
+
 /// Gro keeps a pure ACK apart and, being of the flow, after the flow's held data.
 #[test]
 fn gro_pure_ack_follows_held_data() {
