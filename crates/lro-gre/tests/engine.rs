@@ -485,6 +485,43 @@ fn outer_header_rules_apply() {
 /// IPv6: its inner flow cannot be read) and a GRE header that never merges (S, R, a reserved
 /// bit: another tunnel identity, the same inner connection) go after the held segment of the
 /// tunnel's flow, under both policies, with and without prediction, for every NIC mode.
+/// An outer IPv4 total length that does not end where the inner datagram ends (2 bytes more or
+/// less, with a valid header checksum) makes the frame malformed: it goes alone, under every
+/// NIC mode and both policies, and is not taken by header prediction, which reads the
+/// flow's frames at the template's offsets (with the comparison of the two lengths removed
+/// from it, such frames were appended and the outer length rewritten).
+#[test]
+fn an_outer_length_that_disagrees_with_the_inner_one_is_never_merged() {
+    for config in [Config::gro(), Config::lro()] {
+        for nic in NICS {
+            for delta in [2i16, -2] {
+                let mut f = Flow::new(GreSpec::ipv4().key(1));
+                let mut frames = f.data(3);
+                let b = &mut frames[2];
+                let len = u16::from_be_bytes([b[16], b[17]]).wrapping_add_signed(delta);
+                b[16..18].copy_from_slice(&len.to_be_bytes());
+                b[24..26].fill(0);
+                let sum = b[14..34]
+                    .chunks(2)
+                    .fold(0u32, |a, w| a + u32::from(u16::from_be_bytes([w[0], w[1]])));
+                let sum = (sum & 0xffff) + (sum >> 16);
+                let sum = !((sum & 0xffff) + (sum >> 16)) as u16;
+                b[24..26].copy_from_slice(&sum.to_be_bytes());
+                let (rec, verdicts, _) = go(config, &inputs(&f, &frames, nic));
+                let what = format!("{config:?} {nic:?} {delta}");
+                assert!(
+                    matches!(verdicts[2], Verdict::Passed(_)),
+                    "{what}: {:?}",
+                    verdicts[2]
+                );
+                let segs = segments(&rec);
+                assert!(segs.iter().any(|s| s.0 == vec![0, 1]), "{what}: {segs:?}");
+                assert!(segs.iter().any(|s| s.0 == vec![2]), "{what}: {segs:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_frame_the_tunnel_keeps_apart_goes_after_the_held_segment() {
     use lro_core::testing::Ipv6Fragment;
