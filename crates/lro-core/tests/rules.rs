@@ -139,6 +139,22 @@ fn every_duplicate_in_a_run_survives() {
     }
 }
 
+/// Lro: a pure ACK with the newest ACK number of the flow but a wider window is a window
+/// update, not a duplicate (RFC 5681 section 2 asks for the same window too): it supersedes
+/// the held ACK, and what is delivered carries its window. A duplicate would pass alone.
+#[test]
+fn a_window_update_supersedes_the_held_ack() {
+    let meta = RxMeta::ethernet(0);
+    let ack = |id: u16, ack: u32, window: u16| {
+        frame(spec(id).seq(1000).ack(ack).flags(TCP_ACK).window(window))
+    };
+    let (a1, a2, update) = (ack(1, 5, 1000), ack(2, 6, 1000), ack(3, 6, 1100));
+    let (rec, verdicts) = run(Config::lro(), &[(a1, meta), (a2, meta), (update, meta)]);
+    assert_eq!(verdicts[2], Verdict::Absorbed);
+    let last = rec.segments.last().expect("a segment");
+    assert_eq!(u16::from_be_bytes([last[0][48], last[0][49]]), 1100);
+}
+
 /// Isolation across link types: a raw-IP frame and an Ethernet frame with all-zero MAC
 /// addresses and no tags carry the same addresses and ports, but they come from different
 /// links (`RxMeta::link`) and must never be merged (Linux `gro_list_prepare` compares the
