@@ -360,35 +360,28 @@ const fn free_ip(m: &mut [u8; LEN], at: usize, v6: bool) {
     }
 }
 
-/// The mask of a header of `hdr` bytes with the (inner) IP header at `l3` and TCP at `l4`:
-/// every byte kept but the IP header's varying ones, TCP's sequence and ACK numbers, window,
-/// checksum and urgent pointer, the timestamp values (`ts`), FIN and PSH; zero past the
-/// header, so that a comparison of whole blocks ignores those bytes. A tunnel's outer layer
-/// is freed by [`layout_mask`].
-const fn inner_mask(l3: usize, l4: usize, hdr: usize, v6: bool, ts: bool) -> [u8; LEN] {
+/// The mask of a template of layout `shape` with the outer layers `outer`: every header byte
+/// kept but the (inner) IP header's varying ones, TCP's sequence and ACK numbers, window,
+/// checksum and urgent pointer, the timestamp values, FIN and PSH, and for a tunnel the outer
+/// IP header's varying bytes and the encapsulation checksum; zero past the header, so that a
+/// comparison of whole blocks ignores those bytes.
+const fn layout_mask(shape: Shape, outer: Option<OuterLayers>) -> [u8; LEN] {
     let mut m = [0u8; LEN];
     let mut i = 0;
-    while i < hdr && i < LEN {
+    while i < shape.payload && i < LEN {
         m[i] = 0xff;
         i += 1;
     }
-    free_ip(&mut m, l3, v6);
+    free_ip(&mut m, shape.l3, shape.v6);
+    let l4 = shape.l4;
     free(&mut m, l4 + tcp::field::SEQ_NUM.start, 8);
     free(&mut m, l4 + tcp::field::WINDOW.start, 6);
-    if ts {
+    if shape.ts {
         free(&mut m, l4 + tcp::field::TS_VAL.start, 8);
     }
     if l4 + tcp::field::FLAGS < LEN {
         m[l4 + tcp::field::FLAGS] = !(tcp::flags::FIN | tcp::flags::PSH);
     }
-    m
-}
-
-/// The mask of a template of layout `shape` with the outer layers `outer`: the inner
-/// headers' ([`inner_mask`]) with a tunnel's outer IP header's varying bytes and its
-/// encapsulation checksum freed.
-const fn layout_mask(shape: Shape, outer: Option<OuterLayers>) -> [u8; LEN] {
-    let mut m = inner_mask(shape.l3, shape.l4, shape.payload, shape.v6, shape.ts);
     if let Some(o) = outer {
         free_ip(&mut m, o.l3 as usize, o.v6);
         if let Some(c) = o.checksum {
@@ -555,10 +548,7 @@ impl Template {
     #[inline(always)]
     pub(crate) fn matches(&self, bytes: &[u8], meta: &RxMeta, shape: Shape, kind: Kind) -> bool {
         // A constant when the caller's copy is of a known kind; the template's otherwise.
-        let mask = match kind {
-            Kind::Other => &self.mask,
-            k => k.mask(self),
-        };
+        let mask = kind.mask(self);
         // Between 16 and LEN for any template `fill` made (an empty one is
         // never asked); out of range, `block` reads zeros and the frame does not match.
         let n = shape.cmp();
