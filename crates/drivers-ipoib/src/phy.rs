@@ -159,10 +159,10 @@ impl<'s, 'q, 'a, T: Device> IpoibDevice<LroDevice<'s, IpoibDriver<'q, 'a>, T>> {
     /// The capabilities advertise at most the queue's IPoIB MTU ([`Mode::mtu`](crate::Mode::mtu)),
     /// whatever `tx` allows.
     pub fn new(queue: &'q RxQueue<'a>, tx: T, staging: &'s mut [u8]) -> Self {
-        let mtu = queue.config().mode.mtu();
-        let mut dev = Self::wrap(LroDevice::new(IpoibDriver::new(queue), tx, staging));
-        dev.mtu = Some(mtu);
-        dev
+        Self {
+            inner: LroDevice::new(IpoibDriver::new(queue), tx, staging),
+            mtu: Some(queue.config().mode.mtu()),
+        }
     }
 }
 

@@ -221,13 +221,11 @@ pub fn table(rows: &[Row]) -> String {
     let cells: Vec<[String; 9]> = rows
         .iter()
         .map(|r| {
-            // As `delivered_per_sec` counts a run of no time: as one nanosecond, not NaN.
-            let secs = r.result.duration_ns.max(1) as f64 / 1e9;
             [
                 r.workload.clone(),
                 r.costs.to_string(),
                 r.variant.clone(),
-                format!("{:.0}", r.result.offered as f64 / secs),
+                format!("{:.0}", r.result.per_sec(r.result.offered)),
                 format!("{:.0}", r.result.delivered_per_sec()),
                 r.result.rnr_naks.to_string(),
                 r.result.resets.to_string(),
@@ -298,7 +296,6 @@ pub fn udp_rates() -> Vec<u64> {
 /// # Errors
 /// [`sim::SimError`] (not with these parameters).
 pub fn panels(measured: Costs, duration_ns: u64) -> Result<Vec<Panel>, sim::SimError> {
-    let per_sec = |r: &SimResult, n: u64| n as f64 * 1e9 / r.duration_ns.max(1) as f64;
     let k = |v: u64| v as f64 / 1000.0;
     let mut delivered = Vec::new();
     let mut lost = Vec::new();
@@ -313,7 +310,7 @@ pub fn panels(measured: Costs, duration_ns: u64) -> Result<Vec<Panel>, sim::SimE
                 c.duration_ns = duration_ns;
                 let r = sim::run(&c)?;
                 d.push((k(rate), r.delivered_per_sec() / 1000.0));
-                l.push((k(rate), per_sec(&r, r.lost()) / 1000.0));
+                l.push((k(rate), r.per_sec(r.lost()) / 1000.0));
             }
             panel.push(Series {
                 label: cb(on).into(),

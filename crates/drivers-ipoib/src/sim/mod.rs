@@ -345,7 +345,13 @@ pub struct SimResult {
 impl SimResult {
     /// Messages delivered to the application per second.
     pub fn delivered_per_sec(&self) -> f64 {
-        self.delivered as f64 * 1e9 / self.duration_ns.max(1) as f64
+        self.per_sec(self.delivered)
+    }
+
+    /// `n` events of the run per second of it (a run of no time counts as one nanosecond: a
+    /// number, never NaN or infinite).
+    pub fn per_sec(&self, n: u64) -> f64 {
+        n as f64 * 1e9 / self.duration_ns.max(1) as f64
     }
 
     /// Messages lost: flushed by resets, dropped while reconnecting (UDP). TCP sends those
