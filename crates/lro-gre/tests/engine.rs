@@ -501,11 +501,7 @@ fn an_outer_length_that_disagrees_with_the_inner_one_is_never_merged() {
                 let len = u16::from_be_bytes([b[16], b[17]]).wrapping_add_signed(delta);
                 b[16..18].copy_from_slice(&len.to_be_bytes());
                 b[24..26].fill(0);
-                let sum = b[14..34]
-                    .chunks(2)
-                    .fold(0u32, |a, w| a + u32::from(u16::from_be_bytes([w[0], w[1]])));
-                let sum = (sum & 0xffff) + (sum >> 16);
-                let sum = !((sum & 0xffff) + (sum >> 16)) as u16;
+                let sum = !lro_core::csum::sum(&b[14..34]);
                 b[24..26].copy_from_slice(&sum.to_be_bytes());
                 let (rec, verdicts, _) = go(config, &inputs(&f, &frames, nic));
                 let what = format!("{config:?} {nic:?} {delta}");
