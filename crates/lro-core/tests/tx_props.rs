@@ -406,6 +406,72 @@ fn gso_errors_emit_nothing() {
     assert_eq!(emitted, 0);
 }
 
+/// `segment` takes any MSS whose frames an IP length field holds, and no larger: IPv4's total
+/// length counts its header, IPv6's payload length does not (RFC 8200 section 3), so an IPv6
+/// frame may carry 40 bytes more.
+#[test]
+fn segment_takes_every_mss_an_ip_length_holds() {
+    for v6 in [false, true] {
+        for raw in [false, true] {
+            let shape = Shape {
+                v6,
+                raw,
+                vlan: false,
+                ts: Some((5, 6)),
+                ext: v6,
+            };
+            let f = Fields {
+                seq: 1,
+                ack: 2,
+                flags: TCP_ACK,
+                window: 3,
+                ip_id: 4,
+            };
+            let sup = build(&shape, f, &[0x5a; 3]);
+            let (layout, _) = Layout::parse(&sup, &shape.meta()).unwrap();
+            let (hdr, l3) = (layout.header_len(), layout.l3());
+            let fixed = if v6 { 40 } else { 0 };
+            let largest = 65535 + l3 + fixed - hdr;
+            let payload = bytes(largest + 1, 7);
+            let mut out = vec![0u8; hdr + largest + 1];
+            let mut lens = Vec::new();
+            let n = gso::segment(
+                &layout,
+                &sup[..hdr],
+                [&payload[..]],
+                largest as u16,
+                &mut out,
+                |fr| {
+                    lens.push((
+                        fr.len(),
+                        lro_core::wire::be16(fr, l3 + if v6 { 4 } else { 2 }),
+                    ))
+                },
+            )
+            .unwrap_or_else(|e| panic!("v6 {v6} raw {raw}: mss {largest} refused: {e}"));
+            assert_eq!(n, 2, "v6 {v6} raw {raw}");
+            assert_eq!(
+                lens[0],
+                (hdr + largest, 65535),
+                "v6 {v6} raw {raw}: first frame"
+            );
+            assert_eq!(
+                gso::segment(
+                    &layout,
+                    &sup[..hdr],
+                    [&payload[..]],
+                    largest as u16 + 1,
+                    &mut out,
+                    |_| panic!("emitted on error")
+                ),
+                Err(gso::GsoError::Invalid),
+                "v6 {v6} raw {raw}: mss {} does not fit the length field",
+                largest + 1
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The TX queue against a model.
 

@@ -259,3 +259,50 @@ fn ipv4_checksum_options(b: &mut [u8], l3: usize) {
         write_be16(b, l3 + ipv4::field::CHECKSUM.start, c);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4 header of `ihl` words at offset 2 of a buffer, its checksum field garbage.
+    fn header(ihl: u8) -> [u8; 64] {
+        let mut b = [0u8; 64];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (i as u8).wrapping_mul(37) ^ 0x5a;
+        }
+        b[2] = 0x40 | ihl;
+        b
+    }
+
+    #[test]
+    fn ipv4_checksum_covers_the_header_ihl_gives() {
+        for ihl in [5u8, 6, 10, 15] {
+            let mut b = header(ihl);
+            let after = b;
+            ipv4_checksum(&mut b, 2);
+            let len = usize::from(ihl) * 4;
+            assert_eq!(
+                csum::sum(&b[2..2 + len]),
+                0xffff,
+                "ihl {ihl}: does not sum to -0"
+            );
+            // Nothing but the checksum field changed.
+            let field = 2 + ipv4::field::CHECKSUM.start..2 + ipv4::field::CHECKSUM.end;
+            for i in (0..b.len()).filter(|i| !field.contains(i)) {
+                assert_eq!(b[i], after[i], "ihl {ihl}: byte {i} changed");
+            }
+        }
+    }
+
+    #[test]
+    fn ipv4_checksum_of_a_cut_header_does_not_panic() {
+        // Options said, but the buffer ends inside them; or it ends before the header.
+        let mut b = header(15);
+        let before = b;
+        ipv4_checksum(&mut b[..30], 2);
+        assert_eq!(b[..12], before[..12]);
+        assert_eq!(b[14..], before[14..]);
+        ipv4_checksum(&mut b[..2], 2);
+        ipv4_checksum(&mut [], 0);
+    }
+}
