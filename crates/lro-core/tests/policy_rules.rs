@@ -1528,6 +1528,58 @@ fn r11_dup_ack_after_reordered_old_ack_lro() {
             (ps(PassReason::DupAck), 1),
             (fl(FlushReason::FlushAll), 1),
         ]);
+
+        // The old ACK delivered before the duplicate arrives: delivering it must not make
+        // the memory older, or the duplicate is held and then superseded.
+        let mut h = c.h("dup after delivered old ack");
+        h.expect(&b.pure_ack(5000, 512), unknown);
+        h.expect(&b.pure_ack(5200, 512), Verdict::Held);
+        h.expect(&b.pure_ack(5100, 512), Verdict::Held);
+        h.c.flush_all(&mut h.rec);
+        h.expect(&dup, Verdict::Passed(PassReason::DupAck));
+        h.expect(&b.pure_ack(5300, 512), Verdict::Held);
+        h.finish();
+        assert!(
+            h.rec.released.is_empty(),
+            "{}: a duplicate ACK was absorbed",
+            h.ctx
+        );
+        h.assert_shape(&[
+            (ps(PassReason::UnknownAck), 1),
+            (fl(FlushReason::Ack), 1),
+            (fl(FlushReason::FlushAll), 1),
+            (ps(PassReason::DupAck), 1),
+            (fl(FlushReason::FlushAll), 1),
+        ]);
+    }
+}
+
+/// The ACK memory with nothing held (`lone_ack`): a window update of the newest ACK is not a
+/// duplicate (RFC 5681 section 2: same ACK number *and* window), so it may be held; after a SYN
+/// or RST of the flow the memory no longer applies, so the next pure ACK is unknown again.
+#[test]
+fn r11_ack_memory_with_nothing_held_lro() {
+    for c in matrix(&IPS, &LRO) {
+        let b = c.base();
+        let unknown = Verdict::Passed(PassReason::UnknownAck);
+        let mut h = c.h("window update, nothing held");
+        h.expect(&b.pure_ack(5000, 512), unknown);
+        h.expect(&b.pure_ack(5000, 700), Verdict::Held);
+        h.finish();
+        h.assert_shape(&[
+            (ps(PassReason::UnknownAck), 1),
+            (fl(FlushReason::FlushAll), 1),
+        ]);
+        assert_eq!(h.view(1).win, 700);
+
+        for (what, ctl) in [("rst-ack", RST | ACK), ("rst", RST), ("syn-ack", SYN | ACK)] {
+            let mut h = c.h(format!("{what} forgets the memory"));
+            h.expect(&b.pure_ack(5000, 512), unknown);
+            let ctl = b.pure_ack(5000, 512).with(|s| s.flags = ctl);
+            h.expect(&ctl, Verdict::Passed(PassReason::Control));
+            h.expect(&b.pure_ack(5100, 512), unknown);
+            h.finish();
+        }
     }
 }
 
