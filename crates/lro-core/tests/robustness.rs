@@ -493,8 +493,8 @@ fn interleaved(
 /// under the default hash seed: what an attacker who knows the seed can find by trying ports
 /// (about 256 tries per flow). A caller who gives the engine a random seed
 /// ([`Config::hash_seed`]) leaves nothing to find.
-fn colliding_ports(n: usize) -> Vec<u16> {
-    let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
+fn colliding_ports(seed: u64, n: usize) -> Vec<u16> {
+    let hasher = FlowHasher::new(seed);
     let key = |port: u16| build_key(&spec(port));
     let target = hasher.hash(&key(1024)) & 0xff;
     (1024..=u16::MAX)
@@ -509,7 +509,7 @@ fn build_key(s: &FrameSpec<'_>) -> FlowKey {
 
 #[test]
 fn flows_crafted_to_collide_in_the_key_hash_stay_apart() {
-    let ports = colliding_ports(64);
+    let ports = colliding_ports(Config::DEFAULT_HASH_SEED, 64);
     assert_eq!(ports.len(), 64, "enough colliding ports");
     let inputs = interleaved(64, 64 * 8, &|k| spec(ports[k]), None);
     let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
@@ -537,6 +537,45 @@ fn flows_crafted_to_collide_in_the_key_hash_stay_apart() {
     let spread: std::collections::HashSet<u32> =
         keys.iter().map(|k| other.hash(k) & 0xff).collect();
     assert!(spread.len() > 40, "{} buckets", spread.len());
+}
+
+/// A new hash seed re-buckets the held flows: every one is still found and its next frame
+/// merges, even when all of them share one bucket chain under the new seed.
+#[test]
+fn a_new_hash_seed_keeps_every_held_flow_found() {
+    let seed = 0x0123_4567_89ab_cdef;
+    let ports = colliding_ports(seed, 32);
+    assert_eq!(ports.len(), 32, "enough colliding ports");
+    let frame = |port: u16, seq: u32| build(&spec(port).seq(seq).payload(&PAYLOAD[..1000]));
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    struct Frames(Vec<u16>);
+    impl Sink<Vec<u8>> for Frames {
+        fn segment(&mut self, s: Segment<'_, Vec<u8>>) {
+            self.0.push(s.info().frames);
+        }
+    }
+    for config in [Config::lro(), Config::gro()] {
+        let mut out = Frames(Vec::new());
+        let mut e: Box<Engine<Vec<u8>, Sizes<64, 64>>> = Box::new(Engine::new(config));
+        for &p in &ports {
+            assert_eq!(e.push(frame(p, 1), &meta, &mut out), Verdict::Held);
+        }
+        e.set_config(config.with_hash_seed(seed));
+        for &p in &ports {
+            let v = e.push(frame(p, 1001), &meta, &mut out);
+            assert_eq!(
+                v,
+                Verdict::Merged,
+                "port {p}: its held segment was not found"
+            );
+        }
+        e.flush_all(&mut out);
+        assert_eq!(
+            out.0, [2; 32],
+            "{:?}: one segment of two frames per flow",
+            config.policy
+        );
+    }
 }
 
 #[test]
