@@ -610,6 +610,34 @@ fn flush_idle_applies_a_max_hold_set_while_segments_are_held() {
     }
 }
 
+/// `flush_idle` keeps the earliest `max_hold` deadline: a segment started later must not put
+/// off the delivery of one started earlier.
+#[test]
+fn flush_idle_keeps_the_earliest_max_hold_deadline() {
+    let at = |t: u64| RxMeta::ethernet(t).with_checksum(RxChecksum::Verified);
+    let flow = |port: u16| {
+        let payload = [0x5a; MSS];
+        frame(
+            FrameSpec::ipv4_tcp(port, 80)
+                .seq(1000)
+                .ack(5)
+                .payload(&payload),
+        )
+    };
+    let config = Config::lro().with_max_hold(100);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(config);
+    let mut rec = Rec::default();
+    assert_eq!(engine.push(flow(40000), &at(0), &mut rec), Verdict::Held);
+    assert_eq!(engine.push(flow(40001), &at(50), &mut rec), Verdict::Held);
+    let max_hold = [lro_core::Cause::Flushed(lro_core::FlushReason::MaxHold)];
+    engine.flush_idle(120, &mut rec);
+    assert_eq!(rec.causes, max_hold, "held since 0, max 100: due at 100");
+    assert_eq!(engine.held_frames(), 1, "held since 50: due at 150");
+    engine.flush_idle(150, &mut rec);
+    assert_eq!(rec.causes, [max_hold, max_hold].concat());
+    assert_eq!(engine.held_frames(), 0);
+}
+
 /// `set_config` from `Lro` to `Gro` while a segment is held: the segment keeps the newest ACK
 /// number it merged under `Lro` (it went out with its head's, and the newer ACK never reached
 /// the stack).
