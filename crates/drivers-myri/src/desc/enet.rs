@@ -489,6 +489,37 @@ mod tests {
     }
 
     #[test]
+    fn a_length_beyond_the_buffer_is_an_error() {
+        use crate::test_frames::tcp;
+        use crate::{BufferLayout, RxRing, RxRingStorage};
+
+        #[repr(align(64))]
+        struct Mem([u8; 4 * 256]);
+        let mut storage: RxRingStorage<4, 4, EnetRxDescriptor> = RxRingStorage::new();
+        let mut mem = std::boxed::Box::new(Mem([0; 4 * 256]));
+        let ring = RxRing::new(&mut storage, &mut mem.0, BufferLayout::slots(256)).unwrap();
+        let mut mac = EnetModel { next: 0 };
+        // 252 bytes and the FCS fill a 256-byte buffer exactly.
+        let exact = tcp(1, 252 - 54);
+        assert_eq!(exact.len(), 252);
+        assert!(mac.deliver(&ring, &exact));
+        assert_eq!(&ring.receive().unwrap()[..], &exact[..]);
+        // A length 1 to 4 bytes beyond the buffer (an ENET spreads a longer frame over
+        // descriptors, so only a broken or hostile device says so): the frame would end past
+        // what the device could write. Dropped as an error, the buffer reposted.
+        for extra in 1..=4u16 {
+            let i = mac.next;
+            assert!(mac.deliver(&ring, &exact));
+            ring.desc().hw[i].0.set_length(256 + extra);
+            assert!(ring.receive().is_none(), "length 256 + {extra}");
+            assert_eq!(ring.stats().errors, u64::from(extra));
+            assert_eq!(ring.armed(), 4);
+        }
+        assert!(mac.deliver(&ring, &exact));
+        assert_eq!(&ring.receive().unwrap()[..], &exact[..]);
+    }
+
+    #[test]
     fn generic_ring_drives_enet_descriptors() {
         extern crate std;
         use std::vec::Vec;
@@ -574,6 +605,8 @@ mod tests {
                 f & (bits::TX_R | bits::L | bits::TX_TC),
                 bits::TX_R | bits::L | bits::TX_TC
             );
+            // W stays on the last descriptor, or the MAC runs past the ring.
+            assert_eq!(f & bits::W != 0, i == 2, "W on descriptor {i}");
         }
         // All three with the MAC: nothing more until it has sent one.
         assert!(!ring.has_room());
