@@ -1669,6 +1669,9 @@ fn isolation_variants(b: &Seg) -> Vec<(&'static str, Seg)> {
         L2::TwoTags => {
             v.push(("outer tci", w(|s| s.tci[0] = 101)));
             v.push(("inner tci", w(|s| s.tci[1] = 201)));
+            // Each tag keeps its place in the key: the same two tags the other way round are
+            // another flow.
+            v.push(("tags swapped", w(|s| s.tci.swap(0, 1))));
             v.push(("one tag", w(|s| s.l2 = L2::OneTag)));
         }
         L2::Stripped => {
@@ -1896,6 +1899,22 @@ fn r14_ipv6_extension_headers() {
             (ps(PassReason::Fragment), 1),
         ]);
         h.counts(&[(FlushReason::Unknown, 1)], &[(PassReason::Fragment, 2)]);
+        // A Hop-by-Hop header anywhere but first (RFC 8200 section 4.1 allows it only right
+        // after the IPv6 header): not walked, as Linux's `ipv6_gro_pull_exthdrs` does not;
+        // what follows is unknown, the frame passes alone.
+        let late_hbh = |s: &mut Seg| s.ext = vec![(DSTOPTS, padn()), (HOPOPTS, padn())];
+        let mut h = c.h("hop-by-hop after another header");
+        let b = c.base();
+        h.expect(
+            &b.data(0).with(late_hbh),
+            Verdict::Passed(PassReason::NotTcp),
+        );
+        h.expect(
+            &b.data(1).with(late_hbh),
+            Verdict::Passed(PassReason::NotTcp),
+        );
+        h.finish();
+        h.counts(&[], &[(PassReason::NotTcp, 2)]);
         // A Routing header with segments left: the checksum's pseudo-header holds the route's
         // final destination (RFC 8200 section 8.1), not the header's. Passed as a fragment is,
         // whatever the checksum state says (a NIC's `Complete` sum or `Verified` flag covers
