@@ -304,4 +304,48 @@ mod tests {
         assert_eq!(ring.stats().errors, 1, "the abandoned piece only");
         assert!(ring.receive().is_none());
     }
+
+    /// The checksum, VLAN tag and RSS hash words count only when their valid bits say so, and
+    /// every hash type code reads back as its type.
+    #[test]
+    fn status_words_count_only_with_their_valid_bits() {
+        use lro_core::{RssHash, RssType};
+        let mut storage: RxRingStorage<2, 2> = RxRingStorage::new();
+        let mut mem = vec![0u8; 2 * 2048];
+        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
+        let f = tcp(1, 100);
+        let words = |flags| DeviceWrite {
+            flags,
+            csum_vlan: 0x0123_abcd,
+            hash: 0x5eed_1234,
+        };
+        let mut next = 0;
+        let mut receive = |w: DeviceWrite| {
+            ring.desc().device_write(next, &f, w).unwrap();
+            next = (next + 1) % ring.capacity();
+            let frame = ring.receive().unwrap();
+            (
+                frame.hardware_checksum(),
+                frame.vlan_stripped(),
+                frame.rss_hash(),
+            )
+        };
+        assert_eq!(receive(words(0)), (None, None, None), "no valid bit");
+        let kinds = [
+            RssType::Opaque,
+            RssType::Ipv4,
+            RssType::TcpIpv4,
+            RssType::Ipv6,
+            RssType::TcpIpv6,
+        ];
+        for (code, kind) in (0u32..).zip(kinds) {
+            let all = bits::CSV | bits::VLV | bits::RHV | code << bits::RHT_SHIFT;
+            let value = 0x5eed_1234;
+            assert_eq!(
+                receive(words(all)),
+                (Some(0xabcd), Some(0x0123), Some(RssHash { value, kind })),
+                "hash type code {code}"
+            );
+        }
+    }
 }
