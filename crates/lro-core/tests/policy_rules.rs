@@ -1506,51 +1506,43 @@ fn r12_padding_lro_trims_checksum_neutral_padding() {
 fn r11_dup_ack_after_reordered_old_ack_lro() {
     for c in matrix(&IPS, &LRO) {
         let b = c.base();
-        let mut h = c.h("dup after old ack");
-        let unknown = Verdict::Passed(PassReason::UnknownAck);
-        h.expect(&b.pure_ack(5000, 512), unknown);
-        h.expect(&b.pure_ack(5200, 512), Verdict::Held);
-        // Old, reordered: flushes 5200 first, then is held (stale, nothing to lose).
-        h.expect(&b.pure_ack(5100, 512), Verdict::Held);
-        let dup = b.pure_ack(5200, 512); // duplicates the newest ACK the stack has seen
-        h.expect(&dup, Verdict::Passed(PassReason::DupAck));
-        h.expect(&b.pure_ack(5300, 512), Verdict::Held);
-        h.finish();
-        assert!(
-            h.rec.released.is_empty(),
-            "{}: a duplicate ACK was absorbed",
-            h.ctx
-        );
-        h.assert_shape(&[
-            (ps(PassReason::UnknownAck), 1),
-            (fl(FlushReason::Ack), 1),
-            (fl(FlushReason::Unmergeable), 1),
-            (ps(PassReason::DupAck), 1),
-            (fl(FlushReason::FlushAll), 1),
-        ]);
-
-        // The old ACK delivered before the duplicate arrives: delivering it must not make
-        // the memory older, or the duplicate is held and then superseded.
-        let mut h = c.h("dup after delivered old ack");
-        h.expect(&b.pure_ack(5000, 512), unknown);
-        h.expect(&b.pure_ack(5200, 512), Verdict::Held);
-        h.expect(&b.pure_ack(5100, 512), Verdict::Held);
-        h.c.flush_all(&mut h.rec);
-        h.expect(&dup, Verdict::Passed(PassReason::DupAck));
-        h.expect(&b.pure_ack(5300, 512), Verdict::Held);
-        h.finish();
-        assert!(
-            h.rec.released.is_empty(),
-            "{}: a duplicate ACK was absorbed",
-            h.ctx
-        );
-        h.assert_shape(&[
-            (ps(PassReason::UnknownAck), 1),
-            (fl(FlushReason::Ack), 1),
-            (fl(FlushReason::FlushAll), 1),
-            (ps(PassReason::DupAck), 1),
-            (fl(FlushReason::FlushAll), 1),
-        ]);
+        // The old ACK still held when the duplicate arrives, or delivered before it:
+        // delivering it must not make the memory older, or the duplicate is held and then
+        // superseded.
+        for delivered in [false, true] {
+            let mut h = c.h(format!(
+                "dup after old ack, old one delivered first: {delivered}"
+            ));
+            let unknown = Verdict::Passed(PassReason::UnknownAck);
+            h.expect(&b.pure_ack(5000, 512), unknown);
+            h.expect(&b.pure_ack(5200, 512), Verdict::Held);
+            // Old, reordered: flushes 5200 first, then is held (stale, nothing to lose).
+            h.expect(&b.pure_ack(5100, 512), Verdict::Held);
+            if delivered {
+                h.c.flush_all(&mut h.rec);
+            }
+            // Duplicates the newest ACK the stack has seen.
+            h.expect(&b.pure_ack(5200, 512), Verdict::Passed(PassReason::DupAck));
+            h.expect(&b.pure_ack(5300, 512), Verdict::Held);
+            h.finish();
+            assert!(
+                h.rec.released.is_empty(),
+                "{}: a duplicate ACK was absorbed",
+                h.ctx
+            );
+            let old_one = if delivered {
+                FlushReason::FlushAll
+            } else {
+                FlushReason::Unmergeable
+            };
+            h.assert_shape(&[
+                (ps(PassReason::UnknownAck), 1),
+                (fl(FlushReason::Ack), 1),
+                (fl(old_one), 1),
+                (ps(PassReason::DupAck), 1),
+                (fl(FlushReason::FlushAll), 1),
+            ]);
+        }
     }
 }
 

@@ -367,6 +367,15 @@ proptest! {
     }
 }
 
+/// Field values of the examples below.
+const FIXED: Fields = Fields {
+    seq: 1,
+    ack: 2,
+    flags: TCP_ACK,
+    window: 3,
+    ip_id: 4,
+};
+
 #[test]
 fn gso_errors_emit_nothing() {
     let shape = Shape {
@@ -376,14 +385,7 @@ fn gso_errors_emit_nothing() {
         ts: None,
         ext: false,
     };
-    let f = Fields {
-        seq: 1,
-        ack: 2,
-        flags: TCP_ACK,
-        window: 3,
-        ip_id: 4,
-    };
-    let sup = build(&shape, f, &bytes(3000, 1));
+    let sup = build(&shape, FIXED, &bytes(3000, 1));
     let meta = shape.meta();
     let mut emitted = 0;
     let mut small = [0u8; 100];
@@ -420,14 +422,7 @@ fn segment_takes_every_mss_an_ip_length_holds() {
                 ts: Some((5, 6)),
                 ext: v6,
             };
-            let f = Fields {
-                seq: 1,
-                ack: 2,
-                flags: TCP_ACK,
-                window: 3,
-                ip_id: 4,
-            };
-            let sup = build(&shape, f, &[0x5a; 3]);
+            let sup = build(&shape, FIXED, &[0x5a; 3]);
             let (layout, _) = Layout::parse(&sup, &shape.meta()).unwrap();
             let (hdr, l3) = (layout.header_len(), layout.l3());
             let fixed = if v6 { 40 } else { 0 };
