@@ -1141,6 +1141,8 @@ mod tests {
         let big = q.receive().unwrap().unwrap();
         assert_eq!(big.len(), 2048);
         assert_eq!(big.as_ref(), &frame(2048, 7)[..]);
+        // Counted without the GRH space, as the stack gets it.
+        assert_eq!((q.stats().frames, q.stats().bytes), (1, 2048));
         assert_eq!(
             q.receive().unwrap().unwrap_err(),
             RxError::Length {
