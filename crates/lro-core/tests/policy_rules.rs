@@ -2014,6 +2014,44 @@ fn r15_bad_checksums_pass_after_the_held_segment() {
     }
 }
 
+/// Under CHECKSUM_COMPLETE, a bad IPv4 header checksum whose error the TCP checksum cancels
+/// (the NIC's sum over both is then what it would be for a good frame) still passes as a bad IP
+/// checksum (Linux `inet_gro_receive`: `ip_fast_csum`), on the predicted path as on the general
+/// one: the whole frame's sum proves nothing about the IP header alone.
+#[test]
+fn r15_complete_sum_does_not_hide_a_bad_ip_header() {
+    for c in matrix(&V4, &BOTH) {
+        let b = c.base().with(|s| s.rx = Rx::Complete);
+        let mut h = c.h("ip and tcp checksums off by one each, opposite ways");
+        h.expect(&b.data(0), Verdict::Held);
+        h.expect(&b.data(1), Verdict::Merged);
+        let hidden = b.data(2);
+        let mut f = hidden.build();
+        let (ip, tcp) = (hidden.l3() + 10, hidden.l3() + 20 + 16);
+        let be = |f: &[u8], at: usize| u32::from(u16::from_be_bytes([f[at], f[at + 1]]));
+        // +1 and -1 (0xfffe) in ones'-complement arithmetic: the frame's sum is unchanged.
+        let ip_c = fold(u64::from(be(&f, ip) + 1));
+        let tcp_c = fold(u64::from(be(&f, tcp) + 0xfffe));
+        f[ip..ip + 2].copy_from_slice(&ip_c.to_be_bytes());
+        f[tcp..tcp + 2].copy_from_slice(&tcp_c.to_be_bytes());
+        let m = hidden.meta_for(&f);
+        assert_eq!(
+            m,
+            hidden.meta_for(&hidden.build()),
+            "the NIC's sum is the same"
+        );
+        let v = h.push_frame(f, m);
+        assert_eq!(v, Verdict::Passed(PassReason::BadIpChecksum), "{}", h.ctx);
+        h.expect(&b.data(2), Verdict::Held);
+        h.finish();
+        h.assert_shape(&[
+            (fl(FlushReason::Unmergeable), 2),
+            (ps(PassReason::BadIpChecksum), 1),
+            (fl(FlushReason::FlushAll), 1),
+        ]);
+    }
+}
+
 #[test]
 fn r15_nic_checksum_states() {
     for c in matrix(&IPS, &BOTH) {
