@@ -518,6 +518,44 @@ fn an_outer_length_that_disagrees_with_the_inner_one_is_never_merged() {
     }
 }
 
+/// Under CHECKSUM_COMPLETE, a bad outer or inner IPv4 header checksum passes as a bad IP
+/// checksum (Linux checks each header alone, `ip_fast_csum`), also on the predicted path: the
+/// NIC's sum proves the TCP segment right, not the headers before it. With the TCP checksum
+/// made to cancel the header's error, so that the NIC's sum is a good frame's, the same.
+#[test]
+fn a_complete_sum_does_not_hide_a_bad_ip_header_in_the_tunnel() {
+    for config in [Config::gro(), Config::lro()] {
+        for (which, ip) in [("outer", 14), ("inner", 42)] {
+            for cancelled in [false, true] {
+                let mut f = Flow::new(GreSpec::ipv4().key(1));
+                let mut frames = f.data(4);
+                let b = &mut frames[2];
+                // Ethernet, outer IPv4 at 14, GRE with a key at 34, inner IPv4 at 42, TCP at 62.
+                assert_eq!((b[14], b[34], b[35], b[42]), (0x45, 0x20, 0, 0x45));
+                let tcp = 62 + 16;
+                let be = |b: &[u8], at: usize| u64::from(u16::from_be_bytes([b[at], b[at + 1]]));
+                let fold = |x: u64| ((x & 0xffff) + (x >> 16)) as u16;
+                // +1, and -1 (0xfffe) in ones'-complement arithmetic: the sum is unchanged.
+                let ip_c = fold(be(b, ip + 10) + 1);
+                b[ip + 10..ip + 12].copy_from_slice(&ip_c.to_be_bytes());
+                if cancelled {
+                    let tcp_c = fold(be(b, tcp) + 0xfffe);
+                    b[tcp..tcp + 2].copy_from_slice(&tcp_c.to_be_bytes());
+                }
+                let (rec, verdicts, _) = go(config, &inputs(&f, &frames, Nic::Complete));
+                let what = format!("{which}, cancelled {cancelled}, {config:?}");
+                assert_eq!(
+                    verdicts[2],
+                    Verdict::Passed(PassReason::BadIpChecksum),
+                    "{what}"
+                );
+                let segs = segments(&rec);
+                assert!(segs.iter().any(|s| s.0 == vec![0, 1]), "{what}: {segs:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_frame_the_tunnel_keeps_apart_goes_after_the_held_segment() {
     use lro_core::testing::Ipv6Fragment;
