@@ -490,7 +490,7 @@ fn interleaved(
 }
 
 /// Source ports whose flow keys land in one bucket chain of every table up to 256 entries
-/// under the default hash seed: what an attacker who knows the seed can find by trying ports
+/// under the hash seed `seed`: what an attacker who knows the seed can find by trying ports
 /// (about 256 tries per flow). A caller who gives the engine a random seed
 /// ([`Config::hash_seed`]) leaves nothing to find.
 fn colliding_ports(seed: u64, n: usize) -> Vec<u16> {
