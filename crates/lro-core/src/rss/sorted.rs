@@ -486,6 +486,9 @@ mod tests {
             s_small.segments
         );
         assert_eq!(s_wrapped.segments as usize, t_wrapped.segments);
+        // Each (type, hash) run is flushed before the next starts (`tcp_lro_rx_done`): one flow
+        // at a time in the 8 entries, none evicted.
+        assert_eq!(s_wrapped.evictions, 0, "wrapped: runs not flushed apart");
         let rs = wrapped.rss_stats();
         assert_eq!(
             rs.software_hashes,
