@@ -11,7 +11,9 @@
 //! byte-identical to what was pushed, and every pushed frame must come back exactly once.
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use lro_core::csum;
 use lro_core::gso::resegment;
+use lro_core::wire::{self, ipv4, tcp};
 use lro_core::{
     Cause, Config, Engine, FlushReason, OutChecksum, PassReason, Policy, RssHash, RssType,
     RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Sizes, Stats, Verdict,
@@ -2027,13 +2029,13 @@ fn r15_complete_sum_does_not_hide_a_bad_ip_header() {
         h.expect(&b.data(1), Verdict::Merged);
         let hidden = b.data(2);
         let mut f = hidden.build();
-        let (ip, tcp) = (hidden.l3() + 10, hidden.l3() + 20 + 16);
-        let be = |f: &[u8], at: usize| u32::from(u16::from_be_bytes([f[at], f[at + 1]]));
+        let l3 = hidden.l3();
+        let ip_at = l3 + ipv4::field::CHECKSUM.start;
+        let tcp_at = l3 + ipv4::HEADER_LEN + tcp::field::CHECKSUM.start;
         // +1 and -1 (0xfffe) in ones'-complement arithmetic: the frame's sum is unchanged.
-        let ip_c = fold(u64::from(be(&f, ip) + 1));
-        let tcp_c = fold(u64::from(be(&f, tcp) + 0xfffe));
-        f[ip..ip + 2].copy_from_slice(&ip_c.to_be_bytes());
-        f[tcp..tcp + 2].copy_from_slice(&tcp_c.to_be_bytes());
+        let (ip_c, tcp_c) = (wire::be16(&f, ip_at), wire::be16(&f, tcp_at));
+        wire::write_be16(&mut f, ip_at, csum::add(ip_c, 1));
+        wire::write_be16(&mut f, tcp_at, csum::add(tcp_c, 0xfffe));
         let m = hidden.meta_for(&f);
         assert_eq!(
             m,

@@ -546,23 +546,20 @@ fn a_new_hash_seed_keeps_every_held_flow_found() {
     let seed = 0x0123_4567_89ab_cdef;
     let ports = colliding_ports(seed, 32);
     assert_eq!(ports.len(), 32, "enough colliding ports");
-    let frame = |port: u16, seq: u32| build(&spec(port).seq(seq).payload(&PAYLOAD[..1000]));
+    let frame = |id: usize, port: u16, seq: u32| TFrame {
+        id,
+        buf: build(&spec(port).seq(seq).payload(&PAYLOAD[..1000])),
+    };
     let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
-    struct Frames(Vec<u16>);
-    impl Sink<Vec<u8>> for Frames {
-        fn segment(&mut self, s: Segment<'_, Vec<u8>>) {
-            self.0.push(s.info().frames);
-        }
-    }
     for config in [Config::lro(), Config::gro()] {
-        let mut out = Frames(Vec::new());
-        let mut e: Box<Engine<Vec<u8>, Sizes<64, 64>>> = Box::new(Engine::new(config));
-        for &p in &ports {
-            assert_eq!(e.push(frame(p, 1), &meta, &mut out), Verdict::Held);
+        let mut out = Rec::default();
+        let mut e: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(config));
+        for (k, &p) in ports.iter().enumerate() {
+            assert_eq!(e.push(frame(k, p, 1), &meta, &mut out), Verdict::Held);
         }
         e.set_config(config.with_hash_seed(seed));
-        for &p in &ports {
-            let v = e.push(frame(p, 1001), &meta, &mut out);
+        for (k, &p) in ports.iter().enumerate() {
+            let v = e.push(frame(32 + k, p, 1001), &meta, &mut out);
             assert_eq!(
                 v,
                 Verdict::Merged,
@@ -570,8 +567,16 @@ fn a_new_hash_seed_keeps_every_held_flow_found() {
             );
         }
         e.flush_all(&mut out);
+        let frames: Vec<usize> = out
+            .out
+            .iter()
+            .map(|o| match o {
+                Out::Seg { ids, .. } => ids.len(),
+                Out::Rel(_) => 0,
+            })
+            .collect();
         assert_eq!(
-            out.0, [2; 32],
+            frames, [2; 32],
             "{:?}: one segment of two frames per flow",
             config.policy
         );

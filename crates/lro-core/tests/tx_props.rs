@@ -20,6 +20,7 @@ use lro_core::testing::{
 use lro_core::tx::{
     AckOutcome, Completion, Post, RetransmitOptions, TxChecksum, TxError, TxQueue, TxToken,
 };
+use lro_core::wire::{ipv4, ipv6};
 use lro_core::{Config, Engine, LinkKind, RxMeta, Segment, SegmentInfo, Sink, Sizes};
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -425,7 +426,11 @@ fn segment_takes_every_mss_an_ip_length_holds() {
             let sup = build(&shape, FIXED, &[0x5a; 3]);
             let (layout, _) = Layout::parse(&sup, &shape.meta()).unwrap();
             let (hdr, l3) = (layout.header_len(), layout.l3());
-            let fixed = if v6 { 40 } else { 0 };
+            let (fixed, length) = if v6 {
+                (ipv6::HEADER_LEN, ipv6::field::LENGTH.start)
+            } else {
+                (0, ipv4::field::LENGTH.start)
+            };
             let largest = 65535 + l3 + fixed - hdr;
             let payload = bytes(largest + 1, 7);
             let mut out = vec![0u8; hdr + largest + 1];
@@ -436,12 +441,7 @@ fn segment_takes_every_mss_an_ip_length_holds() {
                 [&payload[..]],
                 largest as u16,
                 &mut out,
-                |fr| {
-                    lens.push((
-                        fr.len(),
-                        lro_core::wire::be16(fr, l3 + if v6 { 4 } else { 2 }),
-                    ))
-                },
+                |fr| lens.push((fr.len(), lro_core::wire::be16(fr, l3 + length))),
             )
             .unwrap_or_else(|e| panic!("v6 {v6} raw {raw}: mss {largest} refused: {e}"));
             assert_eq!(n, 2, "v6 {v6} raw {raw}");

@@ -7,7 +7,9 @@
 mod common;
 
 use common::{check, pushes, run, Input, Op, Out, Recorder};
+use lro_core::csum;
 use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
+use lro_core::wire::{be16, ipv4, tcp, write_be16};
 use lro_core::{
     Cause, Config, FlushReason, LinkKind, PassReason, RxChecksum, RxMeta, Sizes, Stats, Verdict,
 };
@@ -532,15 +534,13 @@ fn a_complete_sum_does_not_hide_a_bad_ip_header_in_the_tunnel() {
                 let b = &mut frames[2];
                 // Ethernet, outer IPv4 at 14, GRE with a key at 34, inner IPv4 at 42, TCP at 62.
                 assert_eq!((b[14], b[34], b[35], b[42]), (0x45, 0x20, 0, 0x45));
-                let tcp = 62 + 16;
-                let be = |b: &[u8], at: usize| u64::from(u16::from_be_bytes([b[at], b[at + 1]]));
-                let fold = |x: u64| ((x & 0xffff) + (x >> 16)) as u16;
+                let ip_at = ip + ipv4::field::CHECKSUM.start;
+                let tcp_at = 62 + tcp::field::CHECKSUM.start;
                 // +1, and -1 (0xfffe) in ones'-complement arithmetic: the sum is unchanged.
-                let ip_c = fold(be(b, ip + 10) + 1);
-                b[ip + 10..ip + 12].copy_from_slice(&ip_c.to_be_bytes());
+                let (ip_c, tcp_c) = (be16(b, ip_at), be16(b, tcp_at));
+                write_be16(b, ip_at, csum::add(ip_c, 1));
                 if cancelled {
-                    let tcp_c = fold(be(b, tcp) + 0xfffe);
-                    b[tcp..tcp + 2].copy_from_slice(&tcp_c.to_be_bytes());
+                    write_be16(b, tcp_at, csum::add(tcp_c, 0xfffe));
                 }
                 let (rec, verdicts, _) = go(config, &inputs(&f, &frames, Nic::Complete));
                 let what = format!("{which}, cancelled {cancelled}, {config:?}");
