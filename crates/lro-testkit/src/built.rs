@@ -106,6 +106,18 @@ pub fn link_shape(spec: FrameSpec<'_>, which: u8, tci: u16) -> (FrameSpec<'_>, R
     }
 }
 
+/// The byte of a `len`-byte address in which twin `i` (of a flow or a tunnel) differs: it moves
+/// from twin to twin, so that a fast path comparing only some of an address's bytes would
+/// merge some pair of twins.
+pub fn twin_byte(i: usize, len: usize) -> usize {
+    i % len
+}
+
+/// [`twin_byte`] of a MAC address: never byte 0, whose low bit means multicast.
+pub fn twin_mac_byte(i: usize) -> usize {
+    1 + twin_byte(i, 5)
+}
+
 /// For an IPv6 spec: a Hop-by-Hop and (or) a Destination Options header, each with a PadN
 /// option, and the flow label. Nothing for IPv4.
 pub fn ipv6_shape(spec: &mut FrameSpec<'_>, hop_by_hop: bool, destination: bool, flow_label: u32) {

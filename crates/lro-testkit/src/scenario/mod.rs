@@ -15,7 +15,7 @@ mod truth;
 
 pub use truth::check_truth;
 
-use crate::built::{self, Built, Pushed, Step as Do};
+use crate::built::{self, twin_byte, twin_mac_byte, Built, Pushed, Step as Do};
 use crate::check;
 use crate::frame::Tagged;
 use crate::oracle;
@@ -303,22 +303,20 @@ fn make_flow(i: usize, seed: &FlowSeed, flows: &mut [FlowState], knobs: &Knobs) 
                 }
                 _ => tmeta = tmeta.with_vlan_stripped(200 + i as u16),
             },
-            // An address differs in one byte, at a place that moves from flow to flow (a fast
-            // path that compared only some of an address's bytes would merge them; not a MAC's
-            // first byte, whose low bit means multicast); the value is this flow's own.
+            // An address differs in one byte (`twin_byte`); the value is this flow's own.
             3 => match &mut twin.link {
-                LinkSpec::Ethernet(eth) => eth.src[1 + i % 5] = 0x80 + i as u8,
+                LinkSpec::Ethernet(eth) => eth.src[twin_mac_byte(i)] = 0x80 + i as u8,
                 // Linux GRO compares the whole hard header: IPoIB's reserved field too.
                 LinkSpec::Ipoib { reserved } => *reserved = 0x100 + i as u16,
                 LinkSpec::RawIp => twin.tcp.src_port = 20000 + i as u16,
             },
             4 => match &mut twin.ip {
                 IpSpec::V6(ip) => ip.flow_label = 0x1000 + i as u32,
-                IpSpec::V4(ip) => ip.dst[i % 4] = 100 + i as u8,
+                IpSpec::V4(ip) => ip.dst[twin_byte(i, 4)] = 100 + i as u8,
             },
             5 => match &mut twin.ip {
-                IpSpec::V6(ip) => ip.src[(i * 7) % 16] = 100 + i as u8,
-                IpSpec::V4(ip) => ip.src[(i + 1) % 4] = 100 + i as u8,
+                IpSpec::V6(ip) => ip.src[twin_byte(i, 16)] = 100 + i as u8,
+                IpSpec::V4(ip) => ip.src[twin_byte(i, 4)] = 100 + i as u8,
             },
             _ if matches!(prev.spec.link, LinkSpec::RawIp)
                 || prev.meta.link == lro_core::LinkKind::RawIp

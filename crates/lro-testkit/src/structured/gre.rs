@@ -14,7 +14,7 @@ use lro_core::{Config, Engine, LinkKind, RxChecksum, RxMeta, Sizes};
 use lro_gre::testing::{GreSpec, InnerFrame, OuterId, Tunnel};
 use lro_gre::Gre;
 
-use crate::built::{Built, Pushed};
+use crate::built::{twin_byte, Built, Pushed};
 use crate::check::{self, Run};
 use crate::frame::Tagged;
 use crate::oracle;
@@ -95,15 +95,14 @@ fn spec_of(tunnels: &[TunnelSetup; 4]) -> [GreSpec; 4] {
         match twin {
             1 => g = g.key(g.key.wrapping_add(1)),
             2 | 3 => {
-                // One bit of the outer source or destination, in a byte that moves from
-                // tunnel to tunnel.
+                // One bit of the outer source or destination (`twin_byte`).
                 let at = usize::from(twin == 3);
                 match &mut g.ip {
                     lro_core::testing::IpSpec::V4(v4) => {
-                        [&mut v4.src, &mut v4.dst][at][i % 4] ^= 0x20
+                        [&mut v4.src, &mut v4.dst][at][twin_byte(i, 4)] ^= 0x20
                     }
                     lro_core::testing::IpSpec::V6(v6) => {
-                        [&mut v6.src, &mut v6.dst][at][(i * 7) % 16] ^= 0x20
+                        [&mut v6.src, &mut v6.dst][at][twin_byte(i, 16)] ^= 0x20
                     }
                 }
             }

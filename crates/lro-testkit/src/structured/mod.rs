@@ -245,10 +245,9 @@ fn flow_states(setup: &Setup) -> Vec<FlowState> {
                 }
                 _ => meta.vlan_stripped = Some(meta.vlan_stripped.unwrap_or(0) ^ 0x5),
             },
-            // An address differs in one bit, in a byte that moves from flow to flow (not a
-            // MAC's first byte, whose low bit means multicast).
+            // An address differs in one bit (`twin_byte`).
             3 => match &mut spec.link {
-                LinkSpec::Ethernet(eth) => eth.src[1 + i % 5] ^= 0x80,
+                LinkSpec::Ethernet(eth) => eth.src[crate::built::twin_mac_byte(i)] ^= 0x80,
                 // Linux GRO compares the whole hard header: IPoIB's reserved field too.
                 LinkSpec::Ipoib { reserved } => *reserved ^= 0x0101,
                 LinkSpec::RawIp => spec.tcp.dst_port ^= 0x10,
@@ -268,7 +267,7 @@ fn flow_states(setup: &Setup) -> Vec<FlowState> {
             }
             5 => match &mut spec.ip {
                 IpSpec::V6(ip) => ip.flow_label ^= 0x11,
-                IpSpec::V4(ip) => ip.dst[i % 4] ^= 0x40,
+                IpSpec::V4(ip) => ip.dst[crate::built::twin_byte(i, 4)] ^= 0x40,
             },
             _ => {}
         }
