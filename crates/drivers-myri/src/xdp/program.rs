@@ -188,6 +188,13 @@ fn nl_error(op: &'static str, ifname: &str, e: rtnetlink::Error) -> XdpError {
     }
 }
 
+/// What a link message says: the interface index, its receive queues and the program that
+/// would stop ours (Linux `rtnl_xdp_fill`). The kernel names each mode's program
+/// (`IFLA_XDP_DRV_PROG_ID`, `_SKB_`, `_HW_`, since 4.19), and `IFLA_XDP_PROG_ID` only when
+/// one mode has one: with two (an offloaded program beside a native one, `XDP_ATTACHED_MULTI`)
+/// only the per-mode ids say what is there. A native or generic program stops ours (the kernel
+/// answers EBUSY in the same mode, EEXIST in the other); an offloaded one runs on the NIC
+/// beside it and is not reported.
 fn parse_link(msg: &LinkMessage) -> LinkInfo {
     let mut info = LinkInfo {
         index: msg.header.index,
@@ -197,24 +204,40 @@ fn parse_link(msg: &LinkMessage) -> LinkInfo {
     for attr in &msg.attributes {
         match attr {
             LinkAttribute::NumRxQueues(n) => info.rx_queues = (*n).max(1),
-            LinkAttribute::Xdp(xdp) => {
-                let mut id = 0;
-                let mut mode = XdpMode::Native;
-                for x in xdp {
-                    match x {
-                        LinkXdp::ProgId(p) => id = *p,
-                        LinkXdp::Attached(XdpAttached::SocketBuffer) => mode = XdpMode::Generic,
-                        _ => {}
-                    }
-                }
-                if id != 0 {
-                    info.xdp = Some((id, mode));
-                }
-            }
+            LinkAttribute::Xdp(xdp) => info.xdp = blocking_program(xdp),
             _ => {}
         }
     }
     info
+}
+
+/// [`parse_link`]'s reading of `IFLA_XDP`: the native or generic program, if any.
+fn blocking_program(xdp: &[LinkXdp]) -> Option<(u32, XdpMode)> {
+    let (mut drv, mut skb, mut single) = (0, 0, None);
+    let mut attached = XdpAttached::None;
+    for x in xdp {
+        match x {
+            LinkXdp::DrvProgId(id) => drv = *id,
+            LinkXdp::SkbProgId(id) => skb = *id,
+            LinkXdp::ProgId(id) => single = Some(*id),
+            LinkXdp::Attached(a) => attached = *a,
+            _ => {}
+        }
+    }
+    // The single id in the mode `IFLA_XDP_ATTACHED` names, for a kernel without per-mode ids.
+    if drv == 0 && skb == 0 {
+        match (single, attached) {
+            (Some(id), XdpAttached::Driver) => drv = id,
+            (Some(id), XdpAttached::SocketBuffer) => skb = id,
+            _ => {}
+        }
+    }
+    // Native and generic exclude each other: at most one of them is set.
+    match (drv, skb) {
+        (0, 0) => None,
+        (0, id) => Some((id, XdpMode::Generic)),
+        (id, _) => Some((id, XdpMode::Native)),
+    }
 }
 
 /// Looks up `ifname` in the namespace `ns` (no privileges needed).
@@ -232,7 +255,9 @@ pub(crate) fn link_info(ns: &File, ifname: &str) -> Result<LinkInfo, XdpError> {
     })
 }
 
-/// The program attached to `ifname` in the calling thread's namespace, if any.
+/// The native or generic program attached to `ifname` in the calling thread's namespace, if
+/// any: the program that would stop [`XdpProgram::attach`]. (An offloaded program, which runs
+/// on the NIC beside ours, is not reported.)
 ///
 /// # Errors
 /// [`XdpError::NoSuchInterface`], or a netlink failure.
@@ -476,6 +501,68 @@ mod tests {
 
     fn errno(n: i32) -> io::Error {
         io::Error::from_raw_os_error(n)
+    }
+
+    /// The `IFLA_XDP` attributes as `rtnl_xdp_fill` writes them for programs `(id, mode)`,
+    /// mode 1 native, 2 generic, 3 offloaded (`XDP_ATTACHED_*`).
+    fn xdp_attrs(progs: &[(u32, u8)]) -> Vec<LinkXdp> {
+        let mut attrs = Vec::new();
+        for &(id, mode) in progs {
+            attrs.push(match mode {
+                1 => LinkXdp::DrvProgId(id),
+                2 => LinkXdp::SkbProgId(id),
+                _ => LinkXdp::HwProgId(id),
+            });
+        }
+        let attached = match progs {
+            [] => XdpAttached::None,
+            [(id, mode)] => {
+                attrs.push(LinkXdp::ProgId(*id));
+                match mode {
+                    1 => XdpAttached::Driver,
+                    2 => XdpAttached::SocketBuffer,
+                    _ => XdpAttached::Hardware,
+                }
+            }
+            _ => XdpAttached::Multiple,
+        };
+        attrs.push(LinkXdp::Attached(attached));
+        attrs
+    }
+
+    #[test]
+    fn the_program_that_stops_ours_is_found_in_every_mode() {
+        assert_eq!(blocking_program(&xdp_attrs(&[])), None);
+        assert_eq!(
+            blocking_program(&xdp_attrs(&[(7, 1)])),
+            Some((7, XdpMode::Native))
+        );
+        assert_eq!(
+            blocking_program(&xdp_attrs(&[(8, 2)])),
+            Some((8, XdpMode::Generic))
+        );
+        // Offloaded alone: it runs on the NIC, beside ours.
+        assert_eq!(blocking_program(&xdp_attrs(&[(9, 3)])), None);
+        // An offloaded program beside a native or generic one: no `IFLA_XDP_PROG_ID`.
+        assert_eq!(
+            blocking_program(&xdp_attrs(&[(9, 3), (7, 1)])),
+            Some((7, XdpMode::Native))
+        );
+        assert_eq!(
+            blocking_program(&xdp_attrs(&[(8, 2), (9, 3)])),
+            Some((8, XdpMode::Generic))
+        );
+        // A kernel before per-mode ids (4.18).
+        let old = |mode| vec![LinkXdp::Attached(mode), LinkXdp::ProgId(5)];
+        assert_eq!(
+            blocking_program(&old(XdpAttached::Driver)),
+            Some((5, XdpMode::Native))
+        );
+        assert_eq!(
+            blocking_program(&old(XdpAttached::SocketBuffer)),
+            Some((5, XdpMode::Generic))
+        );
+        assert_eq!(blocking_program(&old(XdpAttached::Hardware)), None);
     }
 
     #[test]
