@@ -2235,6 +2235,29 @@ fn four_of_six_held(c: &Case, what: &str) -> (H<4, 8>, Vec<Seg>) {
     (h, flows)
 }
 
+/// `Lro`: a pure ACK absorbed into a held segment is activity of that segment: the idle timeout
+/// counts from it, not from the segment's last data frame.
+#[test]
+fn r17_an_absorbed_ack_is_activity() {
+    for c in matrix(&IPS, &LRO) {
+        let b = c.base();
+        let at = |s: Seg, t: u64| s.with(|s| s.time = t);
+        let mut h = H::<16, 64>::new(c.cfg().with_idle_timeout(100), format!("{c} ack idle"));
+        h.expect(&at(b.data(0), 0), Verdict::Held);
+        h.expect(&at(b.data(1).pure_ack(5100, 700), 90), Verdict::Absorbed);
+        h.c.flush_idle(150, &mut h.rec);
+        assert!(
+            h.rec.out.is_empty(),
+            "{}: the ACK at 90 was activity",
+            h.ctx
+        );
+        h.c.flush_idle(190, &mut h.rec);
+        h.finish();
+        h.assert_shape(&[(fl(FlushReason::Idle), 1)]);
+        h.counts(&[(FlushReason::Idle, 1)], &[]);
+    }
+}
+
 #[test]
 fn r17_eviction_least_recently_active() {
     for c in matrix(&IPS, &BOTH) {

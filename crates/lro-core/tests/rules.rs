@@ -15,12 +15,15 @@ use lro_core::{
 struct Rec {
     segments: Vec<Vec<Vec<u8>>>,
     causes: Vec<lro_core::Cause>,
+    /// Each segment's `gso_segs` and `gso_size`.
+    gso: Vec<(u16, u16)>,
     released: Vec<Vec<u8>>,
 }
 
 impl Sink<Vec<u8>> for Rec {
     fn segment(&mut self, seg: Segment<'_, Vec<u8>>) {
         self.causes.push(seg.info().cause);
+        self.gso.push((seg.info().gso_segs, seg.info().gso_size));
         self.segments.push(seg.into_frames().collect());
     }
 
@@ -118,6 +121,8 @@ fn duplicate_ack_after_a_frame_delivered_alone_is_not_merged() {
         Config::lro(),
         &[(d1, meta), (dup.clone(), meta), (d2, meta)],
     );
+    // The data frame passed alone counts as one data frame; the duplicate ACK as none.
+    assert_eq!(rec.gso[..2], [(1, 0), (0, 0)]);
     assert_alone_and_unchanged(&rec, &dup);
 }
 
@@ -274,6 +279,49 @@ fn reverse_pure_ack_leaves_prediction_to_the_data_flow() {
     assert!(sizes.contains(&2), "the two data frames merged: {sizes:?}");
 }
 
+/// Lro: a segment headed by a pure ACK (the reverse direction's, advancing) takes the data
+/// that follows it. Its `gso_segs` counts the data frames only, and its MSS is the first data
+/// frame's payload: a shorter data frame after it closes the segment (`rules::completes`).
+#[test]
+fn a_segment_headed_by_a_pure_ack_counts_only_its_data() {
+    let reverse = |id: u16, seq: u32, ack: u32, payload: &[u8]| {
+        frame(ack_spec(80, id, ack).seq(seq).payload(payload))
+    };
+    let frames = [
+        // Remembered, so that the next, advancing ACK may head a segment.
+        reverse(1, 5, 1000, &[]),
+        reverse(2, 5, 1100, &[]),
+        reverse(3, 5, 1100, &[3; MSS]),
+        reverse(4, 5 + MSS as u32, 1100, &[4; MSS]),
+        reverse(5, 5 + 2 * MSS as u32, 1100, &[5; MSS / 2]),
+    ];
+    let meta = RxMeta::ethernet(0);
+    let (rec, verdicts) = run(
+        Config::lro(),
+        &frames.iter().map(|f| (f.clone(), meta)).collect::<Vec<_>>(),
+    );
+    assert!(matches!(verdicts[0], Verdict::Passed(_)), "{verdicts:?}");
+    assert_eq!(
+        rec.gso[0],
+        (0, 0),
+        "a pure ACK passed alone carries no data"
+    );
+    assert_eq!(verdicts[1], Verdict::Held);
+    assert_eq!(verdicts[2..4], [Verdict::Merged, Verdict::Merged]);
+    assert_eq!(
+        verdicts[4],
+        Verdict::MergedAndFlushed(FlushReason::ShortSegment),
+        "the first data frame's payload is the MSS"
+    );
+    assert_eq!(rec.segments.len(), 2);
+    assert_eq!(rec.segments[1].len(), 4);
+    assert_eq!(
+        rec.gso[1],
+        (3, MSS as u16),
+        "three data frames, the largest {MSS}"
+    );
+}
+
 /// A flow of pure ACKs from port `port` (the reverse direction of a bulk transfer), with
 /// timestamps as Linux sends them (66 bytes: a pure ACK without options is a runt that
 /// Ethernet pads, and padding is the general path's).
@@ -355,6 +403,44 @@ fn gro_pure_ack_flows_take_no_held_entry() {
         verdicts[verdicts.len() - 1],
         Verdict::Merged,
         "{verdicts:?}"
+    );
+}
+
+/// A `Gro` flow whose pure ACK got an idle entry and that then sends data is a data flow: once
+/// its segment is out, other pure-ACK flows never take its entry (they take only each other's),
+/// so its next data frame is still found by header prediction.
+#[test]
+fn a_pure_ack_entry_that_held_data_is_not_given_to_other_ack_flows() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let config = Config::gro().with_header_prediction(true);
+    // One entry: the flow's pure ACK takes it, fresh.
+    let mut engine: Engine<Vec<u8>, Sizes<1, 16>> = Engine::new(config);
+    let mut rec = Rec::default();
+    let payload = [7u8; MSS];
+    let flow =
+        |id: u16, seq: u32, payload: &[u8]| frame(ack_spec(80, id, 100).seq(seq).payload(payload));
+    engine.push(flow(1, 7, &[]), &meta, &mut rec);
+    assert_eq!(
+        engine.push(flow(2, 7, &payload), &meta, &mut rec),
+        Verdict::Held
+    );
+    engine.flush_all(&mut rec);
+    // Sixteen other pure-ACK flows: every eighth miss may take another pure-ACK flow's entry.
+    for port in 0..16u16 {
+        engine.push(ack_flow(1000 + port, 10 + port, 3000), &meta, &mut rec);
+    }
+    assert_eq!(
+        engine.stats().forgotten,
+        0,
+        "the data flow's entry was taken"
+    );
+    let before = engine.stats().predicted;
+    let next = flow(3, 7 + MSS as u32, &payload);
+    assert_eq!(engine.push(next, &meta, &mut rec), Verdict::Held);
+    assert_eq!(
+        engine.stats().predicted,
+        before + 1,
+        "the data flow lost its template"
     );
 }
 
@@ -456,6 +542,37 @@ fn run_csum(
     assert!(engine.stats().is_conserved());
     let stats = lro_testkit::check::without_prediction(engine.stats());
     (verdicts, rec, predicted, stats)
+}
+
+/// Header prediction follows the layout of the first segment's head even when that head is a
+/// pure ACK, until a data flow sets it: flows of pure ACKs alone on a layout other than
+/// untagged Ethernet IPv4 (here IPv6) are predicted after their first frames, under both
+/// policies, with the parser's verdicts and output. (Two flows: the second one's entry is not
+/// entry 0, which every candidate names before prediction has proposed any.)
+#[test]
+fn lone_pure_ack_flows_on_another_layout_are_predicted() {
+    let v6_ack = |port: u16, ack: u32| {
+        frame(
+            FrameSpec::ipv6_tcp(port, 40000)
+                .seq(7)
+                .ack(ack)
+                .flags(TCP_ACK)
+                .timestamps(ack, 9),
+        )
+    };
+    let mut frames = vec![v6_ack(80, 2000), v6_ack(80, 2100)];
+    frames.extend((0..6).map(|i| v6_ack(81, 2000 + i * 100)));
+    for config in [Config::lro(), Config::gro()] {
+        let (verdicts, rec, predicted) = run_verified(config, true, &frames, None);
+        let (verdicts_off, rec_off, _) = run_verified(config, false, &frames, None);
+        let policy = config.policy;
+        assert_eq!(verdicts, verdicts_off, "{policy:?}");
+        assert_eq!(rec.segments, rec_off.segments, "{policy:?}");
+        assert!(
+            predicted[4..].iter().all(|&p| p),
+            "{policy:?}: {predicted:?}"
+        );
+    }
 }
 
 /// A SACK pure ACK that header prediction reads as a variant and passes alone with nothing of
