@@ -411,6 +411,61 @@ mod tests {
         }
     }
 
+    /// Records the hash in each frame's metadata, and hands the frame back.
+    struct SeenHashes {
+        seen: Vec<Option<RssHash>>,
+        stats: Stats,
+    }
+
+    impl Coalescer<Vec<u8>> for SeenHashes {
+        fn push<K: Sink<Vec<u8>> + ?Sized>(
+            &mut self,
+            frame: Vec<u8>,
+            meta: &RxMeta,
+            sink: &mut K,
+        ) -> Verdict {
+            self.seen.push(meta.rss);
+            sink.release(frame);
+            Verdict::Absorbed
+        }
+        fn flush_all<K: Sink<Vec<u8>> + ?Sized>(&mut self, _sink: &mut K) {}
+        fn flush_idle<K: Sink<Vec<u8>> + ?Sized>(&mut self, _now: u64, _sink: &mut K) {}
+        fn stats(&self) -> &Stats {
+            &self.stats
+        }
+        fn held_frames(&self) -> usize {
+            0
+        }
+    }
+
+    /// The inner engine receives each frame with the hash it was sorted by in its metadata:
+    /// the NIC's as given, the software one where the NIC gave none. (`Engine` keys its flow
+    /// table with its own hash; an inner engine of the caller's may use this one.)
+    #[test]
+    fn inner_engine_sees_the_hash_each_frame_was_sorted_by() {
+        let inner = SeenHashes {
+            seen: Vec::new(),
+            stats: Stats::new(),
+        };
+        let mut s: RssSorted<SeenHashes, Vec<u8>, 8> = RssSorted::new(inner);
+        let (a, b) = (data_frame(1, 0, false), data_frame(2, 0, false));
+        let software =
+            Toeplitz::microsoft().flow(&parse::parse(&b, &meta(None)).unwrap().key, true);
+        let mut trace = Trace::default();
+        s.push(a, &meta(Some(77)), &mut trace);
+        s.push(b, &meta(None), &mut trace);
+        s.flush_all(&mut trace);
+        let seen = &s.inner().seen;
+        assert_eq!(seen.len(), 2);
+        let nic = RssHash {
+            value: 77,
+            kind: RssType::TcpIpv4,
+        };
+        assert!(seen.contains(&Some(nic)), "{seen:?}");
+        assert!(seen.contains(&Some(software)), "{seen:?} {software:?}");
+        assert_eq!(s.rss_stats().software_hashes, 1);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
