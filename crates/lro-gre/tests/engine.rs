@@ -956,3 +956,22 @@ fn odd_length_routing_field_passes_as_encap_under_every_nic() {
         assert_eq!(rec.out.len(), 3);
     }
 }
+
+/// Frames held through a tunnel when the counters are reset count as received again, for the
+/// tunnel too: once they are out, the tunnel's counters read as the engine's.
+#[test]
+fn reset_stats_keeps_held_tunnel_frames_counted() {
+    let mut f = Flow::new(GreSpec::ipv4().key(8));
+    let mut e: Box<E> = Box::new(GreEngine::new(Config::lro()));
+    let mut rec = Recorder::default();
+    for (id, buf) in f.data(3).into_iter().enumerate() {
+        let v = e.push(common::Tagged { id, buf }, &f.meta(), &mut rec);
+        assert!(matches!(v, Verdict::Held | Verdict::Merged), "{v:?}");
+    }
+    e.reset_stats();
+    e.flush_all(&mut rec);
+    let s = e.stats();
+    assert!(s.is_conserved());
+    assert_eq!((s.frames_in, s.tunnel.frames_in), (3, 3));
+    assert_eq!(s.tunnel.frames_merged, 2);
+}
