@@ -182,6 +182,12 @@ mod tests {
             })
         );
         assert!(Mode::connected(67).is_err());
+        // Both ends are modes.
+        assert_eq!(
+            Mode::connected(MIN_MTU).map(Mode::mtu),
+            Ok(MIN_MTU as usize)
+        );
+        assert!(Mode::connected(MIN_MTU - 1).is_err());
         assert_eq!(Mode::connected(2044).unwrap().rx_buffer_len(), 2048);
     }
 

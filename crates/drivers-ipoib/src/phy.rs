@@ -224,3 +224,94 @@ impl<D: Device> Device for IpoibDevice<D> {
         caps
     }
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec;
+
+    use lro_core::LinkKind;
+    use smoltcp::phy::Loopback;
+
+    use super::*;
+    use crate::hca::SimHca;
+    use crate::queue::{QueueConfig, RxQueueStorage};
+    use crate::Mode;
+
+    /// An IPv4 header without payload (the queue does not look past the EtherType).
+    const IP: [u8; 20] = [
+        0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+
+    /// Runs `f` on a datagram-mode queue of 8 buffers.
+    fn with_queue<R>(f: impl FnOnce(&RxQueue<'_>) -> R) -> R {
+        let storage: RxQueueStorage<'_, 8, 8> = RxQueueStorage::new();
+        let mode = Mode::DATAGRAM_2K;
+        let mut large = vec![0u8; 8 * mode.rx_buffer_len()];
+        let mut small = vec![0u8; 8 * 256];
+        let queue =
+            RxQueue::new(&storage, &mut large, &mut small, QueueConfig::new(mode, 4)).unwrap();
+        f(&queue)
+    }
+
+    #[test]
+    fn the_driver_passes_ip_up_and_counts_what_it_does_not() {
+        with_queue(|queue| {
+            let mut hca = SimHca::new(queue);
+            // ARP (not IP), a runt (shorter than the encapsulation header), then an IP packet.
+            hca.deliver(&[0x08, 0x06, 0, 0, 0, 1]).unwrap();
+            hca.deliver(&[0x08, 0x00]).unwrap();
+            hca.deliver_ip(&IP).unwrap();
+            let mut driver = IpoibDriver::new(queue).with_checksum(RxChecksum::Verified);
+            let (frame, meta) = driver.receive(7).expect("the IP packet");
+            assert_eq!(&frame.as_ref()[encap::HEADER_LEN..], &IP);
+            assert_eq!(
+                (meta.link, meta.checksum, meta.time),
+                (LinkKind::Ipoib, RxChecksum::Verified, 7)
+            );
+            drop(frame);
+            assert!(driver.receive(8).is_none());
+            assert_eq!(
+                driver.stats(),
+                DriverStats {
+                    frames: 1,
+                    not_ip: 1,
+                    errors: 1
+                }
+            );
+        })
+    }
+
+    /// Loopback with a smaller MTU than any IPoIB mode's.
+    struct SmallMtu(Loopback);
+
+    impl Device for SmallMtu {
+        type RxToken<'t> = <Loopback as Device>::RxToken<'t>;
+        type TxToken<'t> = <Loopback as Device>::TxToken<'t>;
+
+        fn receive(&mut self, t: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
+            self.0.receive(t)
+        }
+
+        fn transmit(&mut self, t: Instant) -> Option<Self::TxToken<'_>> {
+            self.0.transmit(t)
+        }
+
+        fn capabilities(&self) -> DeviceCapabilities {
+            let mut caps = self.0.capabilities();
+            caps.max_transmission_unit = 1280;
+            caps
+        }
+    }
+
+    #[test]
+    fn capabilities_advertise_the_smaller_of_the_two_mtus() {
+        with_queue(|queue| {
+            let mut staging = vec![0u8; drivers_myri::phy::STAGING_LEN];
+            let tx = SmallMtu(Loopback::new(Medium::Ip));
+            let dev = IpoibDevice::new(queue, tx, &mut staging);
+            assert_eq!(dev.capabilities().max_transmission_unit, 1280);
+            assert_eq!(dev.capabilities().medium, Medium::Ip);
+        })
+    }
+}

@@ -264,6 +264,9 @@ mod tests {
                 })
             );
         }
+        // The header alone is a packet, with an empty payload.
+        let p = Packet::new_checked(&ARP_PACKET[..HEADER_LEN]).unwrap();
+        assert_eq!(p.payload(), &[] as &[u8]);
     }
 
     #[test]
