@@ -84,3 +84,40 @@ fn hold_flushes_idle_flows_before_a_cooked_non_ip_frame_as_before_an_ethernet_on
         "the cooked capture's output differs from the Ethernet one's (order or timestamps)"
     );
 }
+
+/// --timeout-us counts microseconds of capture time: two frames of one flow 150 µs apart
+/// merge under --timeout-us 200, and under 100 the first is flushed idle before the second.
+#[test]
+fn timeout_us_counts_microseconds_of_capture_time() {
+    use lro_core::testing::{FrameSpec, TCP_ACK};
+    let dir = temp_dir("hold", "timeout-units");
+    let payload = [7u8; 1000];
+    let frame = |seq: u32| {
+        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+            .seq(seq)
+            .ack(1)
+            .flags(TCP_ACK)
+            .payload(&payload);
+        let mut b = vec![0u8; spec.len()];
+        spec.write(&mut b).unwrap();
+        b
+    };
+    let input = dir.join("two.pcap");
+    let frames = [
+        (Duration::from_micros(0), frame(1)),
+        (Duration::from_micros(150), frame(1001)),
+    ];
+    write_pcap(&input, 1, &frames);
+    for (timeout, idle, merged) in [("200", 0, 1), ("100", 1, 0)] {
+        let v = lro_json(&[
+            "replay",
+            input.to_str().unwrap(),
+            "--hold",
+            "--timeout-us",
+            timeout,
+        ]);
+        let ctx = format!("--timeout-us {timeout}: {}", v["flushes"]);
+        assert_eq!(v["flushes"]["idle"].as_u64(), Some(idle), "{ctx}");
+        assert_eq!(v["frames_merged"].as_u64(), Some(merged), "{ctx}");
+    }
+}
