@@ -483,17 +483,22 @@ fn gro_pure_ack_entry_keeps_the_ip_fields_of_its_template() {
     );
 }
 
-/// Pushes `frames` (NIC-verified checksums) into a small engine of `config` with header
-/// prediction on or off, flushing everything before frame `flush_before` and at the end:
-/// each frame's verdict, what was delivered, and which frames prediction read.
+/// Pushes `frames` (NIC-verified checksums) into a small engine of `config`, flushing
+/// everything before frame `flush_before` and at the end, with header prediction and again
+/// without it, and checks that the two runs agree (verdicts, output, causes). Returns each
+/// frame's verdict, what was delivered, and which frames prediction read.
 fn run_verified(
     config: Config,
-    prediction: bool,
     frames: &[Vec<u8>],
     flush_before: Option<usize>,
 ) -> (Vec<Verdict>, Rec, Vec<bool>) {
-    let (verdicts, rec, predicted, _) =
-        run_csum(config, prediction, frames, flush_before, Csum::Verified);
+    let run = |prediction| run_csum(config, prediction, frames, flush_before, Csum::Verified);
+    let (verdicts, rec, predicted, _) = run(true);
+    let (verdicts_off, rec_off, _, _) = run(false);
+    let policy = config.policy;
+    assert_eq!(verdicts, verdicts_off, "{policy:?}");
+    assert_eq!(rec.segments, rec_off.segments, "{policy:?}");
+    assert_eq!(rec.causes, rec_off.causes, "{policy:?}");
     (verdicts, rec, predicted)
 }
 
@@ -563,11 +568,8 @@ fn lone_pure_ack_flows_on_another_layout_are_predicted() {
     let mut frames = vec![v6_ack(80, 2000), v6_ack(80, 2100)];
     frames.extend((0..6).map(|i| v6_ack(81, 2000 + i * 100)));
     for config in [Config::lro(), Config::gro()] {
-        let (verdicts, rec, predicted) = run_verified(config, true, &frames, None);
-        let (verdicts_off, rec_off, _) = run_verified(config, false, &frames, None);
+        let (_, _, predicted) = run_verified(config, &frames, None);
         let policy = config.policy;
-        assert_eq!(verdicts, verdicts_off, "{policy:?}");
-        assert_eq!(rec.segments, rec_off.segments, "{policy:?}");
         assert!(
             predicted[4..].iter().all(|&p| p),
             "{policy:?}: {predicted:?}"
@@ -587,17 +589,13 @@ fn a_lone_sack_ack_read_by_prediction_updates_the_ack_memory() {
         frame(ack_spec(80, 3, 2200).sack(&[(2500, 2600)])),
         ack_flow(80, 4, 2200),
     ];
-    let (verdicts, rec, predicted) = run_verified(Config::lro(), true, &frames, Some(2));
-    let (verdicts_off, rec_off, _) = run_verified(Config::lro(), false, &frames, Some(2));
+    let (verdicts, _, predicted) = run_verified(Config::lro(), &frames, Some(2));
     assert!(
         predicted[2],
         "the SACK ACK was not read by header prediction"
     );
     assert_eq!(verdicts[2], Verdict::Passed(lro_core::PassReason::Options));
     assert_eq!(verdicts[3], Verdict::Passed(lro_core::PassReason::DupAck));
-    assert_eq!(verdicts, verdicts_off);
-    assert_eq!(rec.segments, rec_off.segments);
-    assert_eq!(rec.causes, rec_off.causes);
 }
 
 /// A pure ACK with SACK blocks has a longer TCP header than its flow's template: header
@@ -633,12 +631,8 @@ fn sack_acks_are_predicted_as_variants_of_their_flows_template() {
         ),
     ];
     for config in [Config::lro(), Config::gro()] {
-        let (verdicts, rec, predicted) = run_verified(config, true, &frames, None);
-        let (verdicts_off, rec_off, _) = run_verified(config, false, &frames, None);
+        let (verdicts, rec, predicted) = run_verified(config, &frames, None);
         let policy = config.policy;
-        assert_eq!(verdicts, verdicts_off, "{policy:?}");
-        assert_eq!(rec.segments, rec_off.segments, "{policy:?}");
-        assert_eq!(rec.causes, rec_off.causes, "{policy:?}");
         let reason = if policy == lro_core::Policy::Lro {
             lro_core::PassReason::Options
         } else {
