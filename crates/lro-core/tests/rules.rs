@@ -339,6 +339,32 @@ fn ack_spec(port: u16, id: u16, ack: u32) -> FrameSpec<'static> {
     s.seq(7).ack(ack).flags(TCP_ACK).timestamps(ack, 9)
 }
 
+/// `Lro` with a single ACK record, which every flow's ACK state shares: a flow never reads
+/// another flow's record as its own (its first pure ACK is still unknown), and a flow's SYN or
+/// RST forgets its own record only, not the other flow's that took the slot since.
+#[test]
+fn flows_sharing_an_ack_record_keep_their_own_state() {
+    let meta = RxMeta::ethernet(0);
+    let mut engine: Engine<Vec<u8>, Sizes<8, 16, 1>> = Engine::new(Config::lro());
+    let mut rec = Rec::default();
+    let unknown = Verdict::Passed(lro_core::PassReason::UnknownAck);
+    let mut push = |f: Vec<u8>| engine.push(f, &meta, &mut rec);
+    assert_eq!(push(ack_flow(80, 1, 1000)), unknown);
+    assert_eq!(
+        push(ack_flow(81, 2, 5000)),
+        unknown,
+        "flow 81 read flow 80's ACK"
+    );
+    assert_eq!(push(ack_flow(80, 3, 1100)), unknown);
+    let syn = frame(ack_spec(81, 4, 5000).flags(lro_core::testing::TCP_SYN));
+    assert!(matches!(push(syn), Verdict::Passed(_)));
+    assert_eq!(
+        push(ack_flow(80, 5, 1200)),
+        Verdict::Held,
+        "flow 81's SYN forgot flow 80's ACK"
+    );
+}
+
 /// Pushes `frames` through a `Gro` engine of 4 entries, with or without header prediction:
 /// the verdicts, what the sink saw, and how many frames prediction read.
 fn gro_run(frames: &[Vec<u8>], prediction: bool) -> (Vec<Verdict>, Rec, u64) {

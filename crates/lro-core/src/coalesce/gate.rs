@@ -166,11 +166,20 @@ mod tests {
         let mut g = Prediction::NEW;
         let open = run(&mut g, &[(15, 0); 64]);
         assert!(open.iter().all(|&o| o), "15 frames are too few to judge");
+        let mut g = Prediction::NEW;
+        g.burst_end(16, 1);
+        assert!(!g.open(), "16 frames are judged: 1 of 16 is poor");
         // Counters below the mark (reset): judged from zero, no underflow.
         let mut g = Prediction::NEW;
         g.burst_end(1000, 900);
         g.burst_end(20, 0);
         assert!(!g.open(), "20 frames, none predicted, since the reset");
+        // A reset soon after the start: within one burst the frames counter passes its mark
+        // again, the other does not. Judged from zero too.
+        let mut g = Prediction::NEW;
+        g.burst_end(20, 10);
+        g.burst_end(40, 2);
+        assert!(!g.open(), "2 of 40 since the reset: poor");
     }
 
     #[test]
