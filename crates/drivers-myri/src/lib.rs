@@ -107,11 +107,16 @@ mod test_frames {
     /// An Ethernet/IPv4/TCP frame of `payload` bytes at `seq`, payload bytes numbered by
     /// sequence number.
     pub(crate) fn tcp(seq: u32, payload: usize) -> Vec<u8> {
+        tcp_from(40000, TCP_ACK, seq, payload)
+    }
+
+    /// [`tcp`] from port `sport`, with the TCP flags `flags`.
+    pub(crate) fn tcp_from(sport: u16, flags: u8, seq: u32, payload: usize) -> Vec<u8> {
         let data: Vec<u8> = (0..payload).map(|i| (seq as usize + i) as u8).collect();
-        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+        let spec = FrameSpec::ipv4_tcp(sport, 5201)
             .seq(seq)
             .ack(1)
-            .flags(TCP_ACK)
+            .flags(flags)
             .payload(&data);
         let mut buf = vec![0u8; spec.len()];
         spec.write(&mut buf).unwrap();

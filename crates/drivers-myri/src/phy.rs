@@ -472,7 +472,7 @@ mod tests {
 
     use super::*;
     use crate::sim::SimMac;
-    use crate::test_frames::tcp;
+    use crate::test_frames::{tcp, tcp_from};
     use crate::{BufferLayout, RxRing, RxRingStorage};
 
     /// Everything the device hands smoltcp right now.
@@ -482,6 +482,25 @@ mod tests {
             out.push(rx.consume(|f| f.to_vec()));
         }
         out
+    }
+
+    /// Runs `f` on what most cases need: a ring of eight 2048-byte slots, the simulated MAC
+    /// that fills it, and a device over it of sizes `C` and queue `Q`, with a staging buffer
+    /// for 64 KB segments.
+    fn with_device<C: Capacity, const Q: usize>(
+        f: impl for<'r> FnOnce(
+            &'r RxRing<'r>,
+            &mut SimMac<'r>,
+            &mut LroDevice<'_, &'r RxRing<'r>, Loopback, C, Q>,
+        ),
+    ) {
+        let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
+        let mut mem = vec![0u8; 8 * 2048];
+        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
+        let mut mac = SimMac::new(&ring);
+        let mut staging = vec![0u8; STAGING_LEN];
+        let mut dev = LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
+        f(&ring, &mut mac, &mut dev);
     }
 
     #[test]
@@ -527,21 +546,16 @@ mod tests {
 
     #[test]
     fn without_coalescing_every_frame_passes_alone() {
-        let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
-        let mut mem = vec![0u8; 8 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
-        let mut staging = vec![0u8; STAGING_LEN];
-        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
-            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        dev.set_coalescing(false);
-        let frames: Vec<Vec<u8>> = (0..3).map(|k| tcp(1 + k * 100, 100)).collect();
-        for f in &frames {
-            mac.deliver(f).unwrap();
-        }
-        assert_eq!(drain(&mut dev), frames);
-        assert_eq!(dev.stats().segments_copied, 0);
-        assert_eq!(ring.outstanding(), 0);
+        with_device::<Sizes<8, 48>, 256>(|ring, mac, dev| {
+            dev.set_coalescing(false);
+            let frames: Vec<Vec<u8>> = (0..3).map(|k| tcp(1 + k * 100, 100)).collect();
+            for f in &frames {
+                mac.deliver(f).unwrap();
+            }
+            assert_eq!(drain(dev), frames);
+            assert_eq!(dev.stats().segments_copied, 0);
+            assert_eq!(ring.outstanding(), 0);
+        });
     }
 
     #[test]
@@ -565,36 +579,31 @@ mod tests {
 
     #[test]
     fn a_token_dropped_unconsumed_gives_its_frames_back_counted() {
-        let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
-        let mut mem = vec![0u8; 8 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
-        let mut staging = vec![0u8; STAGING_LEN];
-        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
-            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        // A segment of four frames: smoltcp drops its token without consuming it.
-        for k in 0..4 {
-            mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
-        }
-        let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
-        drop(rx);
-        // Not passed up: every frame of the segment is back in the ring and counted.
-        assert_eq!(ring.outstanding(), 0);
-        assert_eq!(dev.stats().dropped, 4);
-        assert_eq!(dev.stats().frames_to_stack, 0);
-        // A single-frame segment dropped unconsumed is counted too.
-        let mut arp = vec![0u8; 60];
-        arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        mac.deliver(&arp).unwrap();
-        let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
-        drop(rx);
-        assert_eq!(ring.outstanding(), 0);
-        assert_eq!(dev.stats().dropped, 5);
-        // The device goes on with the next segment.
-        mac.deliver(&tcp(401, 100)).unwrap();
-        assert_eq!(drain(&mut dev), vec![tcp(401, 100)]);
-        assert_eq!(dev.stats().dropped, 5);
-        assert_eq!(ring.outstanding(), 0);
+        with_device::<Sizes<8, 48>, 256>(|ring, mac, dev| {
+            // A segment of four frames: smoltcp drops its token without consuming it.
+            for k in 0..4 {
+                mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
+            }
+            let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
+            drop(rx);
+            // Not passed up: every frame of the segment is back in the ring and counted.
+            assert_eq!(ring.outstanding(), 0);
+            assert_eq!(dev.stats().dropped, 4);
+            assert_eq!(dev.stats().frames_to_stack, 0);
+            // A single-frame segment dropped unconsumed is counted too.
+            let mut arp = vec![0u8; 60];
+            arp[12..14].copy_from_slice(&[0x08, 0x06]);
+            mac.deliver(&arp).unwrap();
+            let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
+            drop(rx);
+            assert_eq!(ring.outstanding(), 0);
+            assert_eq!(dev.stats().dropped, 5);
+            // The device goes on with the next segment.
+            mac.deliver(&tcp(401, 100)).unwrap();
+            assert_eq!(drain(dev), vec![tcp(401, 100)]);
+            assert_eq!(dev.stats().dropped, 5);
+            assert_eq!(ring.outstanding(), 0);
+        });
     }
 
     #[test]
@@ -613,42 +622,26 @@ mod tests {
         assert!(drain(&mut dev).is_empty());
     }
 
-    /// A frame of the flow from port `sport` with TCP `flags` and `payload` bytes.
-    fn frame(sport: u16, flags: u8, payload: usize) -> Vec<u8> {
-        let data = vec![7u8; payload];
-        let spec = lro_core::testing::FrameSpec::ipv4_tcp(sport, 5201)
-            .seq(1)
-            .ack(1)
-            .flags(flags)
-            .payload(&data);
-        let mut buf = vec![0u8; spec.len()];
-        spec.write(&mut buf).unwrap();
-        buf
-    }
-
     #[test]
     fn counts_pure_acks_and_bytes_passed_up() {
         use lro_core::testing::{TCP_ACK, TCP_FIN};
-        let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
-        let mut mem = vec![0u8; 8 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
-        let mut staging = vec![0u8; STAGING_LEN];
-        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
-            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        // A FIN without payload is not a pure ACK; the other flow's first ACK is.
-        mac.deliver(&frame(40001, TCP_ACK | TCP_FIN, 0)).unwrap();
-        mac.deliver(&frame(40002, TCP_ACK, 0)).unwrap();
-        for k in 0..3 {
-            mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
-        }
-        let got = drain(&mut dev);
-        assert_eq!(got.len(), 3, "the FIN, the ACK, one segment");
-        let s = dev.stats();
-        assert_eq!(s.pure_acks_to_stack, 1);
-        assert_eq!(s.frames_to_stack, 3);
-        let bytes: usize = got.iter().map(Vec::len).sum();
-        assert_eq!(s.bytes_to_stack, bytes as u64);
+        with_device::<Sizes<8, 48>, 256>(|ring, mac, dev| {
+            // A FIN without payload is not a pure ACK; the other flow's first ACK is.
+            mac.deliver(&tcp_from(40001, TCP_ACK | TCP_FIN, 1, 0))
+                .unwrap();
+            mac.deliver(&tcp_from(40002, TCP_ACK, 1, 0)).unwrap();
+            for k in 0..3 {
+                mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
+            }
+            let got = drain(dev);
+            assert_eq!(got.len(), 3, "the FIN, the ACK, one segment");
+            let s = dev.stats();
+            assert_eq!(s.pure_acks_to_stack, 1);
+            assert_eq!(s.frames_to_stack, 3);
+            let bytes: usize = got.iter().map(Vec::len).sum();
+            assert_eq!(s.bytes_to_stack, bytes as u64);
+            assert_eq!(ring.outstanding(), 0);
+        });
     }
 
     /// With `Q` frames queued or held the device takes no more from the driver: the engine
@@ -656,47 +649,39 @@ mod tests {
     #[test]
     fn never_takes_more_frames_than_the_queue_holds() {
         use lro_core::testing::TCP_ACK;
-        let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
-        let mut mem = vec![0u8; 8 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
-        let mut staging = vec![0u8; STAGING_LEN];
         // Eight flow entries, a queue of four frames; five flows, each a held data frame.
-        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback, Sizes<8, 48>, 4> =
-            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        let frames: Vec<Vec<u8>> = (0..5).map(|k| frame(40000 + k, TCP_ACK, 100)).collect();
-        for f in &frames {
-            mac.deliver(f).unwrap();
-        }
-        let mut got = drain(&mut dev);
-        got.sort();
-        let mut want = frames.clone();
-        want.sort();
-        assert_eq!(got, want);
-        assert_eq!(dev.stats().dropped, 0);
-        assert_eq!(ring.outstanding(), 0);
+        with_device::<Sizes<8, 48>, 4>(|ring, mac, dev| {
+            let frames: Vec<Vec<u8>> = (0..5)
+                .map(|k| tcp_from(40000 + k, TCP_ACK, 1, 100))
+                .collect();
+            for f in &frames {
+                mac.deliver(f).unwrap();
+            }
+            let mut got = drain(dev);
+            got.sort();
+            let mut want = frames.clone();
+            want.sort();
+            assert_eq!(got, want);
+            assert_eq!(dev.stats().dropped, 0);
+            assert_eq!(ring.outstanding(), 0);
+        });
     }
 
     /// A token leaked (`mem::forget`) leaves its segment's other frames without their head:
     /// the next receive drops them, counted, and goes on.
     #[test]
     fn frames_of_a_leaked_token_are_dropped_counted() {
-        let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
-        let mut mem = vec![0u8; 8 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
-        let mut staging = vec![0u8; STAGING_LEN];
-        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
-            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        for k in 0..4 {
-            mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
-        }
-        let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
-        core::mem::forget(rx);
-        mac.deliver(&tcp(401, 100)).unwrap();
-        assert_eq!(drain(&mut dev), vec![tcp(401, 100)]);
-        // The head's buffer leaked with the token; the three others went back.
-        assert_eq!(dev.stats().dropped, 3);
-        assert_eq!(ring.outstanding(), 1);
+        with_device::<Sizes<8, 48>, 256>(|ring, mac, dev| {
+            for k in 0..4 {
+                mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
+            }
+            let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
+            core::mem::forget(rx);
+            mac.deliver(&tcp(401, 100)).unwrap();
+            assert_eq!(drain(dev), vec![tcp(401, 100)]);
+            // The head's buffer leaked with the token; the three others went back.
+            assert_eq!(dev.stats().dropped, 3);
+            assert_eq!(ring.outstanding(), 1);
+        });
     }
 }
