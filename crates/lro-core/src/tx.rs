@@ -955,6 +955,18 @@ mod tests {
         let t = q.push(original).unwrap();
         assert_eq!(q.snd_nxt(), 4001);
         q.ack(2001, |_| panic!("nothing to release")).unwrap();
+        // The same ACK again is a duplicate, counted.
+        q.ack(2001, |_| panic!("nothing to release")).unwrap();
+        assert_eq!(q.stats().duplicate_acks, 1);
+        // The headers (54 bytes) fit a buffer of exactly their length, not one byte less.
+        assert_eq!(
+            q.retransmit(0, &mut [0u8; 53], RetransmitOptions::new())
+                .err(),
+            Some(TxError::HeaderBufferTooSmall { needed: 54 })
+        );
+        assert!(q
+            .retransmit(0, &mut [0u8; 54], RetransmitOptions::new())
+            .is_ok());
         let mut hdr = [0u8; 64];
         let mut r = q
             .retransmit(0, &mut hdr, RetransmitOptions::new().zero_copy())
@@ -978,6 +990,8 @@ mod tests {
             q.retransmit(1, &mut hdr, RetransmitOptions::new()).err(),
             Some(TxError::NothingToRetransmit)
         );
+        // Three retransmissions made; the refused ones are not counted.
+        assert_eq!(q.stats().retransmits, 3);
         // Two transmissions outstanding: held until both complete.
         let mut out = Vec::new();
         assert_eq!(
