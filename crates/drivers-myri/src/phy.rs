@@ -484,6 +484,9 @@ mod tests {
         out
     }
 
+    /// The device most cases use: `LroDevice`'s default sizes over a ring.
+    type Dev<'s, 'r> = LroDevice<'s, &'r RxRing<'r>, Loopback>;
+
     /// Runs `f` on what most cases need: a ring of eight 2048-byte slots, the simulated MAC
     /// that fills it, and a device over it of sizes `C` and queue `Q`, with a staging buffer
     /// for 64 KB segments.
@@ -546,7 +549,7 @@ mod tests {
 
     #[test]
     fn without_coalescing_every_frame_passes_alone() {
-        with_device::<Sizes<8, 48>, 256>(|ring, mac, dev| {
+        with_device(|ring, mac, dev: &mut Dev<'_, '_>| {
             dev.set_coalescing(false);
             let frames: Vec<Vec<u8>> = (0..3).map(|k| tcp(1 + k * 100, 100)).collect();
             for f in &frames {
@@ -579,7 +582,7 @@ mod tests {
 
     #[test]
     fn a_token_dropped_unconsumed_gives_its_frames_back_counted() {
-        with_device::<Sizes<8, 48>, 256>(|ring, mac, dev| {
+        with_device(|ring, mac, dev: &mut Dev<'_, '_>| {
             // A segment of four frames: smoltcp drops its token without consuming it.
             for k in 0..4 {
                 mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
@@ -625,7 +628,7 @@ mod tests {
     #[test]
     fn counts_pure_acks_and_bytes_passed_up() {
         use lro_core::testing::{TCP_ACK, TCP_FIN};
-        with_device::<Sizes<8, 48>, 256>(|ring, mac, dev| {
+        with_device(|ring, mac, dev: &mut Dev<'_, '_>| {
             // A FIN without payload is not a pure ACK; the other flow's first ACK is.
             mac.deliver(&tcp_from(40001, TCP_ACK | TCP_FIN, 1, 0))
                 .unwrap();
@@ -671,7 +674,7 @@ mod tests {
     /// the next receive drops them, counted, and goes on.
     #[test]
     fn frames_of_a_leaked_token_are_dropped_counted() {
-        with_device::<Sizes<8, 48>, 256>(|ring, mac, dev| {
+        with_device(|ring, mac, dev: &mut Dev<'_, '_>| {
             for k in 0..4 {
                 mac.deliver(&tcp(1 + k * 100, 100)).unwrap();
             }
