@@ -503,26 +503,22 @@ mod tests {
         io::Error::from_raw_os_error(n)
     }
 
-    /// The `IFLA_XDP` attributes as `rtnl_xdp_fill` writes them for programs `(id, mode)`,
-    /// mode 1 native, 2 generic, 3 offloaded (`XDP_ATTACHED_*`).
-    fn xdp_attrs(progs: &[(u32, u8)]) -> Vec<LinkXdp> {
-        let mut attrs = Vec::new();
-        for &(id, mode) in progs {
-            attrs.push(match mode {
-                1 => LinkXdp::DrvProgId(id),
-                2 => LinkXdp::SkbProgId(id),
+    /// The `IFLA_XDP` attributes as `rtnl_xdp_fill` writes them for programs `(id, mode)`:
+    /// each mode's id, the single id when one mode has a program, and the attach state.
+    fn xdp_attrs(progs: &[(u32, XdpAttached)]) -> Vec<LinkXdp> {
+        let mut attrs: Vec<LinkXdp> = progs
+            .iter()
+            .map(|&(id, mode)| match mode {
+                XdpAttached::Driver => LinkXdp::DrvProgId(id),
+                XdpAttached::SocketBuffer => LinkXdp::SkbProgId(id),
                 _ => LinkXdp::HwProgId(id),
-            });
-        }
+            })
+            .collect();
         let attached = match progs {
             [] => XdpAttached::None,
-            [(id, mode)] => {
-                attrs.push(LinkXdp::ProgId(*id));
-                match mode {
-                    1 => XdpAttached::Driver,
-                    2 => XdpAttached::SocketBuffer,
-                    _ => XdpAttached::Hardware,
-                }
+            &[(id, mode)] => {
+                attrs.push(LinkXdp::ProgId(id));
+                mode
             }
             _ => XdpAttached::Multiple,
         };
@@ -532,37 +528,32 @@ mod tests {
 
     #[test]
     fn the_program_that_stops_ours_is_found_in_every_mode() {
+        use XdpAttached::{Driver as Native, Hardware as Offloaded, SocketBuffer as Generic};
         assert_eq!(blocking_program(&xdp_attrs(&[])), None);
         assert_eq!(
-            blocking_program(&xdp_attrs(&[(7, 1)])),
+            blocking_program(&xdp_attrs(&[(7, Native)])),
             Some((7, XdpMode::Native))
         );
         assert_eq!(
-            blocking_program(&xdp_attrs(&[(8, 2)])),
+            blocking_program(&xdp_attrs(&[(8, Generic)])),
             Some((8, XdpMode::Generic))
         );
         // Offloaded alone: it runs on the NIC, beside ours.
-        assert_eq!(blocking_program(&xdp_attrs(&[(9, 3)])), None);
+        assert_eq!(blocking_program(&xdp_attrs(&[(9, Offloaded)])), None);
         // An offloaded program beside a native or generic one: no `IFLA_XDP_PROG_ID`.
         assert_eq!(
-            blocking_program(&xdp_attrs(&[(9, 3), (7, 1)])),
+            blocking_program(&xdp_attrs(&[(9, Offloaded), (7, Native)])),
             Some((7, XdpMode::Native))
         );
         assert_eq!(
-            blocking_program(&xdp_attrs(&[(8, 2), (9, 3)])),
+            blocking_program(&xdp_attrs(&[(8, Generic), (9, Offloaded)])),
             Some((8, XdpMode::Generic))
         );
         // A kernel before per-mode ids (4.18).
         let old = |mode| vec![LinkXdp::Attached(mode), LinkXdp::ProgId(5)];
-        assert_eq!(
-            blocking_program(&old(XdpAttached::Driver)),
-            Some((5, XdpMode::Native))
-        );
-        assert_eq!(
-            blocking_program(&old(XdpAttached::SocketBuffer)),
-            Some((5, XdpMode::Generic))
-        );
-        assert_eq!(blocking_program(&old(XdpAttached::Hardware)), None);
+        assert_eq!(blocking_program(&old(Native)), Some((5, XdpMode::Native)));
+        assert_eq!(blocking_program(&old(Generic)), Some((5, XdpMode::Generic)));
+        assert_eq!(blocking_program(&old(Offloaded)), None);
     }
 
     #[test]
