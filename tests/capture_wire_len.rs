@@ -13,7 +13,7 @@ use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 
-use common::{capture_bytes, lro_json, root, temp_dir, u};
+use common::{capture_bytes, frame_of, lro_json, root, temp_dir, u};
 
 /// A frame: timestamp, captured bytes, length on the wire.
 type Record = (Duration, Vec<u8>, u32);
@@ -159,8 +159,7 @@ fn a_frame_whose_cut_padding_was_trimmed_is_written_whole() {
                 .seq(7)
                 .ack(1000 + 100 * i)
                 .flags(TCP_ACK);
-            let mut f = vec![0u8; spec.len()];
-            spec.write(&mut f).unwrap();
+            let mut f = frame_of(&spec);
             assert_eq!(f.len(), 54);
             f.resize(58, 0);
             (Duration::from_millis(u64::from(i)), f, 60)

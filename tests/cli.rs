@@ -17,7 +17,9 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::DataLink;
 use serde_json::Value;
 
-use common::{arp_frame, capture_bytes, lro, lro_json, lro_ok, root, temp_dir, u, write_pcap};
+use common::{
+    arp_frame, capture_bytes, frame_of, lro, lro_json, lro_ok, root, temp_dir, u, write_pcap,
+};
 
 const SMALL: &str = "data/small.pcap.xz";
 const DEFAULT: &str = "data/default.pcap.xz";
@@ -709,8 +711,7 @@ fn explain_counts_flows_not_the_row_of_other_frames() {
     let spec = FrameSpec::ipv4_tcp(40000, 5201)
         .flags(TCP_ACK)
         .payload(&[1; 100]);
-    let mut tcp = vec![0u8; spec.len()];
-    spec.write(&mut tcp).unwrap();
+    let tcp = frame_of(&spec);
     let arp = arp_frame();
     let path = dir.join("tcp-and-arp.pcap");
     write_pcap(
@@ -1552,8 +1553,7 @@ fn interleaved_flows(flows: u16, rounds: u32, timestamps: bool) -> Vec<(Duration
             if timestamps {
                 spec = spec.timestamps(1 + round, 1);
             }
-            let mut f = vec![0u8; spec.len()];
-            spec.write(&mut f).unwrap();
+            let f = frame_of(&spec);
             let at = u64::from(round) * u64::from(flows) + u64::from(flow);
             frames.push((Duration::from_micros(at), f));
         }

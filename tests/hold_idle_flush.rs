@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pcap_file::pcap::PcapReader;
 
-use common::{arp_frame, capture_bytes, lro_json, root, temp_dir, write_pcap};
+use common::{arp_frame, capture_bytes, frame_of, lro_json, root, temp_dir, write_pcap};
 
 fn read_frames(path: &Path) -> Vec<(Duration, Vec<u8>)> {
     let raw = capture_bytes(path);
@@ -93,14 +93,13 @@ fn timeout_us_counts_microseconds_of_capture_time() {
     let dir = temp_dir("hold", "timeout-units");
     let payload = [7u8; 1000];
     let frame = |seq: u32| {
-        let spec = FrameSpec::ipv4_tcp(40000, 5201)
-            .seq(seq)
-            .ack(1)
-            .flags(TCP_ACK)
-            .payload(&payload);
-        let mut b = vec![0u8; spec.len()];
-        spec.write(&mut b).unwrap();
-        b
+        frame_of(
+            &FrameSpec::ipv4_tcp(40000, 5201)
+                .seq(seq)
+                .ack(1)
+                .flags(TCP_ACK)
+                .payload(&payload),
+        )
     };
     let input = dir.join("two.pcap");
     let frames = [

@@ -83,6 +83,13 @@ pub(crate) fn u(v: &Value, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("field {field} missing or not a number in {v}"))
 }
 
+/// The frame a spec describes (`lro_core::testing` writes into a buffer; tests want it owned).
+pub(crate) fn frame_of(spec: &lro_core::testing::FrameSpec<'_>) -> Vec<u8> {
+    let mut f = vec![0u8; spec.len()];
+    spec.write(&mut f).unwrap();
+    f
+}
+
 /// Writes `frames` (timestamp, bytes) as a pcap of link type `link`, each frame whole.
 pub(crate) fn write_pcap(path: &Path, link: u32, frames: &[(Duration, Vec<u8>)]) {
     let header = PcapHeader {
