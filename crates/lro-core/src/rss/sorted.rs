@@ -449,8 +449,7 @@ mod tests {
         };
         let mut s: RssSorted<SeenHashes, Vec<u8>, 8> = RssSorted::new(inner);
         let (a, b) = (data_frame(1, 0, false), data_frame(2, 0, false));
-        let software =
-            Toeplitz::microsoft().flow(&parse::parse(&b, &meta(None)).unwrap().key, true);
+        let software = parsed_hash(Toeplitz::microsoft(), &b, &meta(None)).unwrap();
         let mut trace = Trace::default();
         s.push(a, &meta(Some(77)), &mut trace);
         s.push(b, &meta(None), &mut trace);

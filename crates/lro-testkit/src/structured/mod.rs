@@ -8,6 +8,7 @@
 
 pub mod gre;
 
+use crate::built::{twin_byte, twin_mac_byte};
 pub use crate::built::{Built, Pushed, Step};
 use crate::check;
 use crate::check::Run;
@@ -247,7 +248,7 @@ fn flow_states(setup: &Setup) -> Vec<FlowState> {
             },
             // An address differs in one bit (`twin_byte`).
             3 => match &mut spec.link {
-                LinkSpec::Ethernet(eth) => eth.src[crate::built::twin_mac_byte(i)] ^= 0x80,
+                LinkSpec::Ethernet(eth) => eth.src[twin_mac_byte(i)] ^= 0x80,
                 // Linux GRO compares the whole hard header: IPoIB's reserved field too.
                 LinkSpec::Ipoib { reserved } => *reserved ^= 0x0101,
                 LinkSpec::RawIp => spec.tcp.dst_port ^= 0x10,
@@ -267,7 +268,7 @@ fn flow_states(setup: &Setup) -> Vec<FlowState> {
             }
             5 => match &mut spec.ip {
                 IpSpec::V6(ip) => ip.flow_label ^= 0x11,
-                IpSpec::V4(ip) => ip.dst[crate::built::twin_byte(i, 4)] ^= 0x40,
+                IpSpec::V4(ip) => ip.dst[twin_byte(i, 4)] ^= 0x40,
             },
             _ => {}
         }
