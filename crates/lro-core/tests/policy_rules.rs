@@ -1653,6 +1653,12 @@ fn isolation_variants(b: &Seg) -> Vec<(&'static str, Seg)> {
         L2::Untagged => {
             v.push(("tagged", w(|s| s.l2 = L2::OneTag)));
             v.push(("stripped", w(|s| s.l2 = L2::Stripped)));
+            // A stripped priority tag (VLAN id 0) is a tag all the same (Linux compares
+            // `vlan_all`, which says whether a tag was present).
+            v.push((
+                "stripped tci 0",
+                w(|s| (s.l2, s.tci[0]) = (L2::Stripped, 0)),
+            ));
         }
         L2::OneTag => {
             v.push(("other tci", w(|s| s.tci[0] = 101)));
