@@ -116,31 +116,33 @@ fn tunnelled(outer: Outer, inner: &FrameSpec<'_>) -> Vec<u8> {
     let spec = inner.raw_ip();
     let mut datagram = vec![0u8; spec.len()];
     spec.write(&mut datagram).unwrap();
+    let et: u16 = if datagram[0] >> 4 == 6 {
+        0x86dd
+    } else {
+        0x0800
+    };
+    wrap(outer, et, &datagram)
+}
+
+/// Ethernet / IPv4 (protocol 253) / toy header announcing `et` / `inner`.
+fn wrap(outer: Outer, et: u16, inner: &[u8]) -> Vec<u8> {
     let hlen = if outer.flags & CHECKSUM != 0 { 12 } else { 8 };
     let mut f = vec![0u8; 14 + 20 + hlen];
     f[0..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let total = (20 + hlen + datagram.len()) as u16;
     f[14] = 0x45;
-    f[16..18].copy_from_slice(&total.to_be_bytes());
     f[18..20].copy_from_slice(&outer.id.to_be_bytes());
     f[20] = 0x40; // DF
     f[22] = outer.ttl;
     f[23] = TOY;
     f[26..30].copy_from_slice(&outer.src);
     f[30..34].copy_from_slice(&outer.dst);
-    let c = !ones_complement_sum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
-    let et: u16 = if datagram[0] >> 4 == 6 {
-        0x86dd
-    } else {
-        0x0800
-    };
     f[34..36].copy_from_slice(&et.to_be_bytes());
     f[36] = outer.flags;
     f[37] = outer.reserved;
     f[38..42].copy_from_slice(&outer.key.to_be_bytes());
-    f.extend_from_slice(&datagram);
+    f.extend_from_slice(inner);
+    mend_outer(&mut f);
     if outer.flags & CHECKSUM != 0 {
         let mut c = !ones_complement_sum(&f[34..]);
         if outer.corrupt {
@@ -255,6 +257,36 @@ fn check_valid(b: &[u8]) -> Vec<u8> {
 
 fn payloads(frames: &[Vec<u8>]) -> Vec<u8> {
     frames.iter().flat_map(|f| check_valid(f)).collect()
+}
+
+/// Rewrites the outer IPv4 total length and header checksum of a toy frame whose bytes after
+/// the outer header were changed.
+fn mend_outer(f: &mut [u8]) {
+    let total = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f[24..26].fill(0);
+    let c = !ones_complement_sum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Pushes `frames` through an engine with the encapsulation `E` and checks that each was
+/// passed alone as malformed and delivered as it came, byte for byte.
+fn all_passed_as_malformed<E: Encap>(frames: &[Vec<u8>]) {
+    let mut e: Box<Engine<Vec<u8>, Sizes<16, 64>, E>> = Box::new(Engine::new(Config::lro()));
+    let mut sink = Collect::default();
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let verdicts: Vec<Verdict> = frames
+        .iter()
+        .map(|f| e.push(f.clone(), &meta, &mut sink))
+        .collect();
+    e.flush_all(&mut sink);
+    assert_eq!(
+        verdicts,
+        vec![Verdict::Passed(PassReason::Malformed); frames.len()]
+    );
+    let out: Vec<Vec<u8>> = sink.out.into_iter().map(|(b, _)| b).collect();
+    assert_eq!(out, frames);
+    assert!(e.stats().is_conserved());
 }
 
 #[test]
@@ -430,11 +462,7 @@ fn forbidden_frames_pass_alone_in_order() {
     raw[9] = TOY; // the inner datagram says "toy" again
     let mut nested = once[..14 + 20 + 8].to_vec();
     nested.extend_from_slice(&raw);
-    let total = (nested.len() - 14) as u16;
-    nested[16..18].copy_from_slice(&total.to_be_bytes());
-    nested[24..26].fill(0);
-    let c = !ones_complement_sum(&nested[14..34]);
-    nested[24..26].copy_from_slice(&c.to_be_bytes());
+    mend_outer(&mut nested);
     let (_, stats, verdicts) = run(Config::lro(), &[nested], 1);
     assert_eq!(verdicts[0], Verdict::Passed(PassReason::Encap), "{stats:?}");
 }
@@ -547,11 +575,7 @@ fn an_unreadable_inner_flow_flushes_its_tunnel_first() {
     );
     let mut cut = ok[1].clone();
     cut.truncate(14 + 20 + 8 + 20 + 10);
-    let total = (cut.len() - 14) as u16;
-    cut[16..18].copy_from_slice(&total.to_be_bytes());
-    cut[24..26].fill(0);
-    let c = !ones_complement_sum(&cut[14..34]);
-    cut[24..26].copy_from_slice(&c.to_be_bytes());
+    mend_outer(&mut cut);
     let inner_total = (cut.len() - 42) as u16;
     cut[44..46].copy_from_slice(&inner_total.to_be_bytes());
     let frames = vec![
@@ -659,19 +683,25 @@ fn every_tunnelled_frame_passed_alone_is_counted_for_the_tunnel() {
     }
 }
 
-/// A hook that breaks the contract: the toy's header measured one byte longer, an odd length
-/// (`EncapHeader::len` must be a multiple of 2, or the sums of what follows do not add).
-struct OddToy;
+/// Hooks that break the contract, one way each. `ODD`: the toy's header measured one byte
+/// longer, an odd length (`EncapHeader::len` must be a multiple of 2, or the sums of what
+/// follows do not add). Otherwise: the header's checksum placed one byte before its end, so
+/// that it runs past the header (it must lie within it).
+struct BadToy<const ODD: bool>;
 
-impl Encap for OddToy {
+impl<const ODD: bool> Encap for BadToy<ODD> {
     const IP_PROTOCOL: u8 = TOY;
     const MAX_HEADER_LEN: usize = 12;
-    const NAME: &'static str = "odd-toy";
+    const NAME: &'static str = "bad-toy";
     type Tunnel = TunnelKey;
 
     fn parse(b: &[u8]) -> Result<EncapHeader, PassReason> {
         let mut header = Toy::parse(b)?;
-        header.len += 1;
+        if ODD {
+            header.len += 1;
+        } else {
+            header.checksum = Some(header.len - 1);
+        }
         Ok(header)
     }
 
@@ -690,25 +720,84 @@ fn a_hook_measuring_an_odd_header_gets_its_frames_passed_as_malformed() {
         .into_iter()
         .map(|mut f| {
             f.insert(42, 0);
-            let total = u16::from_be_bytes([f[16], f[17]]) + 1;
-            f[16..18].copy_from_slice(&total.to_be_bytes());
-            f[24..26].fill(0);
-            let c = !ones_complement_sum(&f[14..34]);
-            f[24..26].copy_from_slice(&c.to_be_bytes());
+            mend_outer(&mut f);
             f
         })
         .collect();
-    let mut e: Box<Engine<Vec<u8>, Sizes<16, 64>, OddToy>> = Box::new(Engine::new(Config::lro()));
-    let mut sink = Collect::default();
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
-    let verdicts: Vec<Verdict> = frames
-        .iter()
-        .map(|f| e.push(f.clone(), &meta, &mut sink))
+    all_passed_as_malformed::<BadToy<true>>(&frames);
+}
+
+#[test]
+fn a_hook_placing_its_checksum_past_its_header_gets_its_frames_passed_as_malformed() {
+    // Good toy frames with a checksum (a 12-byte header): the hook says the checksum is at
+    // bytes 11 and 12, the second of which is the inner IP header's first.
+    let frames = run_of(
+        Outer {
+            flags: CHECKSUM,
+            ..Outer::default()
+        },
+        3,
+        40000,
+    );
+    assert_eq!(
+        run(Config::lro(), &frames, 1).0.out.len(),
+        1,
+        "the toy merges them"
+    );
+    all_passed_as_malformed::<BadToy<false>>(&frames);
+}
+
+#[test]
+fn an_inner_datagram_shorter_than_the_outer_one_is_malformed() {
+    // Four bytes after each inner datagram, inside the outer one (Linux: the inner
+    // `inet_gro_receive` flushes on a length mismatch).
+    let frames: Vec<Vec<u8>> = run_of(Outer::default(), 3, 40000)
+        .into_iter()
+        .map(|mut f| {
+            f.extend_from_slice(&[0; 4]);
+            mend_outer(&mut f);
+            f
+        })
         .collect();
-    e.flush_all(&mut sink);
-    assert_eq!(verdicts, vec![Verdict::Passed(PassReason::Malformed); 3]);
-    // Delivered as they came, byte for byte.
-    let out: Vec<Vec<u8>> = sink.out.into_iter().map(|(b, _)| b).collect();
-    assert_eq!(out, frames);
-    assert!(e.stats().is_conserved());
+    all_passed_as_malformed::<Toy>(&frames);
+}
+
+/// Ethernet / IPv4 / toy / the Ethernet frame of `inner` (transparent bridging).
+fn bridged(outer: Outer, inner: &FrameSpec<'_>) -> Vec<u8> {
+    let mut ethernet = vec![0u8; inner.len()];
+    inner.write(&mut ethernet).unwrap();
+    wrap(outer, 0x6558, &ethernet)
+}
+
+#[test]
+fn bridged_frames_under_either_vlan_tag_merge_and_the_tag_keeps_flows_apart() {
+    for tpid in [0x8100, 0x88a8] {
+        // One inner TCP flow, contiguous; the last frame under another VLAN id.
+        let frames: Vec<Vec<u8>> = (0..4u16)
+            .map(|i| {
+                let payload = [i as u8; 500];
+                let mut spec = FrameSpec::ipv4_tcp(40000, 5201)
+                    .seq(1 + 500 * u32::from(i))
+                    .flags(TCP_ACK)
+                    .payload(&payload)
+                    .vlan(tpid, if i < 3 { 5 } else { 6 });
+                if let lro_core::testing::IpSpec::V4(v4) = &mut spec.ip {
+                    v4.id = 500 + i;
+                }
+                bridged(
+                    Outer {
+                        id: 100 + i,
+                        ..Outer::default()
+                    },
+                    &spec,
+                )
+            })
+            .collect();
+        let (sink, _, verdicts) = run(Config::lro(), &frames, 1);
+        let merged: Vec<u16> = sink.out.iter().map(|(_, i)| i.frames).collect();
+        assert_eq!(merged, [3, 1], "tpid {tpid:#x}: {verdicts:?}");
+        let inner_link = |k: usize| sink.out[k].1.tunnel.map(|t| t.inner_link as u32);
+        assert_eq!(inner_link(0), Some(u32::from(tpid) << 16 | 5));
+        assert_eq!(inner_link(1), Some(u32::from(tpid) << 16 | 6));
+    }
 }
