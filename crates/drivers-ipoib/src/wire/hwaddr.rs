@@ -277,6 +277,27 @@ mod tests {
         let a = HwAddr::parse(&b).unwrap();
         assert!(a.is_multicast());
         assert_eq!(a.gid.to_string(), "ff12:401b::ffff:ffff");
+        // Both halves are needed: a multicast GID behind a queue pair's number, or the
+        // multicast QPN in front of a unicast GID, is no group's address.
+        let unicast_qpn = HwAddr {
+            qpn: Qpn::try_new(0x550).unwrap(),
+            ..a
+        };
+        let unicast_gid = HwAddr {
+            gid: Gid::link_local(1),
+            ..a
+        };
+        assert!(!unicast_qpn.is_multicast() && !unicast_gid.is_multicast());
+    }
+
+    #[test]
+    fn only_the_rc_flag_says_connected_mode() {
+        let a = HwAddr::parse(&ADDR).unwrap();
+        assert!(a.accepts_connected_mode());
+        for (flags, rc) in [(FLAG_UC, false), (0, false), (FLAG_RC | FLAG_UC, true)] {
+            let b = HwAddr { flags, ..a };
+            assert_eq!(b.accepts_connected_mode(), rc, "flags {flags:#04x}");
+        }
     }
 
     proptest::proptest! {
