@@ -487,5 +487,33 @@ mod tests {
             k6.pseudo_header(),
             PseudoHeader::new(&a.octets(), &b.octets(), 6)
         );
+        // Addresses whose 64-bit halves, and the sums of those, carry out.
+        let c: Ipv6Addr = "fe80::ffff:ffff:ffff:ff01".parse().unwrap();
+        let d: Ipv6Addr = "ff02::1:ff00:1".parse().unwrap();
+        let k6 = FlowKey::tcp(c.into(), d.into(), 1, 2);
+        assert_eq!(
+            k6.pseudo_header(),
+            PseudoHeader::new(&c.octets(), &d.octets(), 6)
+        );
+    }
+
+    #[test]
+    fn same_addresses_compares_all_but_the_ports() {
+        let k = key(1);
+        assert!(k.same_addresses(&key(2)));
+        assert!(k.same_addresses(&k.with_ports(0)));
+        let others = [
+            k.with_vlan(1, 5),
+            k.with_flow_label(7),
+            FlowKey::tcp([198, 18, 0, 3].into(), [198, 18, 0, 2].into(), 1, 80),
+            FlowKey::tcp([198, 18, 0, 1].into(), [198, 18, 0, 3].into(), 1, 80),
+            FlowKey {
+                l2_ports: k.l2_ports | 1 << 40,
+                ..k
+            },
+        ];
+        for (i, o) in others.iter().enumerate() {
+            assert!(!k.same_addresses(o), "case {i}: {o:?}");
+        }
     }
 }
