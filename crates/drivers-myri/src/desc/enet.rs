@@ -383,6 +383,10 @@ mod tests {
         d.disarm(false, Token(()));
         assert_eq!(d.flags(), 0);
         assert!(!d.owned_by_device());
+        // The last descriptor keeps W when disarmed, as when armed.
+        d.arm(0x8010_0040, 1536, true, Token(()));
+        d.disarm(true, Token(()));
+        assert_eq!(d.flags(), bits::W);
     }
 
     /// The receive side of an ENET as QEMU's `imx_fec.c` and the reference manuals describe
@@ -587,6 +591,35 @@ mod tests {
             Some(LayoutError::FragSize(0x4000))
         );
         assert!(RxRing::new(&mut storage, &mut mem.0, BufferLayout::slots(2048)).is_ok());
+    }
+
+    #[test]
+    fn tx_ring_rejects_bad_layouts() {
+        #[repr(align(16))]
+        struct Mem([u8; 2 * 64 + 16]);
+        let hw = [const { EnetTxDescriptor::new() }; 2];
+        let mut mem = Mem([0; 2 * 64 + 16]);
+        // Zero, not a multiple of 16 (the MAC's buffer alignment), beyond a 16-bit length.
+        for size in [0, 40, 0x1_0000] {
+            assert_eq!(
+                TxDescRing::new(&hw, &mut mem.0, size).err(),
+                Some(TxLayoutError::BufferSize),
+                "buffer size {size}"
+            );
+        }
+        assert_eq!(
+            TxDescRing::new(&[], &mut mem.0, 64).err(),
+            Some(TxLayoutError::BufferSize)
+        );
+        assert_eq!(
+            TxDescRing::new(&hw, &mut mem.0[..127], 64).err(),
+            Some(TxLayoutError::TooLittleMemory)
+        );
+        assert_eq!(
+            TxDescRing::new(&hw, &mut mem.0[8..], 64).err(),
+            Some(TxLayoutError::Misaligned)
+        );
+        assert!(TxDescRing::new(&hw, &mut mem.0[16..], 64).is_ok());
     }
 
     #[test]
