@@ -708,9 +708,11 @@ fn bad_options_exit_2() {
 fn explain_counts_flows_not_the_row_of_other_frames() {
     use lro_core::testing::{FrameSpec, TCP_ACK};
     let dir = temp_dir("explain", "other-row");
+    // Priority 1 on VLAN 5: the name shows the VLAN id alone.
     let spec = FrameSpec::ipv4_tcp(40000, 5201)
         .flags(TCP_ACK)
-        .payload(&[1; 100]);
+        .payload(&[1; 100])
+        .vlan(0x8100, 0x2005);
     let tcp = frame_of(&spec);
     let arp = arp_frame();
     let path = dir.join("tcp-and-arp.pcap");
@@ -727,11 +729,37 @@ fn explain_counts_flows_not_the_row_of_other_frames() {
         2,
         "the flow and the other row"
     );
+    assert_eq!(
+        v["flows_shown"][0]["flow"],
+        "10.0.0.1:40000 > 10.0.0.2:5201 vlan 5"
+    );
     let text = lro_ok(&["explain", p]);
     assert!(
         text.lines().next().unwrap().contains("; 1 flows,"),
         "{text}"
     );
+    // A cooked capture's ARP frame never reaches the engine; its row counts it all the same.
+    // (Untagged: a cooked capture's VLAN-tagged frame is not read as IP either.)
+    let untagged = dir.join("untagged.pcap");
+    let tcp = frame_of(&FrameSpec::ipv4_tcp(40000, 5201).flags(TCP_ACK));
+    write_pcap(
+        &untagged,
+        1,
+        &[
+            (Duration::from_secs(1), tcp),
+            (Duration::from_secs(2), arp_frame()),
+        ],
+    );
+    let cooked = dir.join("tcp-and-arp-sll.pcap");
+    write_pcap(&cooked, 113, &to_sll(&read_capture(&untagged)));
+    for input in [&path, &cooked] {
+        let v = lro_json(&["explain", input.to_str().unwrap(), "--top", "0"]);
+        let rows = v["flows_shown"].as_array().unwrap();
+        let other = rows.iter().find(|r| r["flow"] == "(not TCP/IP)").unwrap();
+        assert_eq!((u(other, "frames_in"), u(other, "frames_out")), (1, 1));
+        let out: u64 = rows.iter().map(|r| u(r, "frames_out")).sum();
+        assert_eq!(out, u(&v, "frames_out"), "{}", input.display());
+    }
 }
 
 #[test]
@@ -745,6 +773,44 @@ fn explain_lists_every_flow_and_accounts_for_every_frame() {
     assert_eq!(sum("frames_in"), u(&v, "frames_in"));
     assert_eq!(sum("frames_out"), u(&v, "frames_out"));
     assert_eq!(sum("acks_merged"), u(&v, "absorbed"));
+    assert_eq!(sum("coalesced"), u(&v, "coalesced"));
+    // The mean segment is over the segments that carry payload: none, no mean; else the
+    // payload over it gives back the row's share of the engine's data segments.
+    let data_segments: u64 = flows
+        .iter()
+        .map(|r| {
+            let bytes = r["payload_bytes"].as_u64().unwrap();
+            match r["mean_segment"].as_f64() {
+                None => {
+                    assert_eq!(bytes, 0, "{r}");
+                    0
+                }
+                Some(mean) => (bytes as f64 / mean).round() as u64,
+            }
+        })
+        .sum();
+    assert_eq!(data_segments, u(&v, "data_frames_out"));
+    // Flows with fewer frames than --min-frames come after the others.
+    let most = flows
+        .iter()
+        .filter(|r| r["flow"] != "(not TCP/IP)")
+        .map(|r| r["frames_in"].as_u64().unwrap())
+        .max()
+        .unwrap()
+        .to_string();
+    let w = lro_json(&["explain", SMALL, "--top", "0", "--min-frames", &most]);
+    let small: Vec<bool> = w["flows_shown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["flow"] != "(not TCP/IP)")
+        .map(|r| r["small"].as_bool().unwrap())
+        .collect();
+    assert!(small.contains(&true) && small.contains(&false), "{small:?}");
+    assert!(
+        small.windows(2).all(|p| p[0] <= p[1]),
+        "small flows last: {small:?}"
+    );
     // Worst first: ratios never decrease down the table.
     let ratios: Vec<f64> = flows
         .iter()
@@ -774,6 +840,64 @@ fn explain_lists_every_flow_and_accounts_for_every_frame() {
         text.contains("198.18.0.1:") && text.contains("ratio"),
         "{text}"
     );
+    // Each flow's row ends with its most frequent causes, most frequent first.
+    for line in text.lines().filter(|l| l.contains(" > ")) {
+        let (_, why) = line.rsplit_once("  ").unwrap();
+        let counts: Vec<u64> = why
+            .split(", ")
+            .map(|c| c.rsplit_once(' ').unwrap().1.parse().unwrap())
+            .collect();
+        assert!(counts.windows(2).all(|p| p[0] >= p[1]), "{line}");
+    }
+}
+
+#[test]
+fn replay_text_lists_reasons_largest_first_and_labels_each_kind() {
+    let text = lro_ok(&["replay", SMALL]);
+    let list = |prefix: &str| -> Vec<(String, u64)> {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line: {text}"));
+        line.trim()
+            .split(", ")
+            .map(|item| {
+                let (name, n) = item.rsplit_once(' ').unwrap();
+                (name.to_string(), n.parse().unwrap())
+            })
+            .collect()
+    };
+    let (passed, flushed) = (list("passed alone"), list("flushed by"));
+    for l in [&passed, &flushed] {
+        assert!(l.len() > 1, "{l:?}");
+        assert!(
+            l.windows(2).all(|p| p[0].1 >= p[1].1),
+            "largest first: {l:?}"
+        );
+    }
+    // The legend names each reason once, labelled by its kind.
+    let (mut alone, mut flush) = (Vec::new(), Vec::new());
+    let legend = text
+        .lines()
+        .skip_while(|l| !l.starts_with("reasons"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "));
+    for line in legend {
+        let (name, meaning) = line.trim().split_once(' ').unwrap();
+        match meaning.trim_start().split_once(' ').unwrap().0 {
+            "alone:" => alone.push(name.to_string()),
+            "flush:" => flush.push(name.to_string()),
+            other => panic!("{other}: {line}"),
+        }
+    }
+    let names = |l: &[(String, u64)]| {
+        let mut v: Vec<String> = l.iter().map(|p| p.0.clone()).collect();
+        v.sort();
+        v
+    };
+    alone.sort();
+    flush.sort();
+    assert_eq!((alone, flush), (names(&passed), names(&flushed)), "{text}");
 }
 
 #[test]
