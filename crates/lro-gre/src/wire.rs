@@ -248,8 +248,8 @@ impl<T: AsRef<[u8]>> Header<T> {
                 let (family, length) = (u16::from_be_bytes([sre[0], sre[1]]), sre[3]);
                 len += 4 + usize::from(length);
                 if family == 0 && length == 0 {
-                    // The null entry ends the walk within MAX_LEN: it began at most 4 bytes
-                    // before it and is 4 bytes long.
+                    // So the walk ends within MAX_LEN: the check above let this null entry
+                    // begin at most 4 bytes before MAX_LEN, and it is 4 bytes long.
                     break;
                 }
             }
