@@ -23,6 +23,7 @@ use lro_core::{
     Cause, Config, Engine, FlushReason, PassReason, RxChecksum, RxMeta, Segment, SegmentInfo, Sink,
     Sizes, Verdict,
 };
+use lro_testkit::frame::bytes_of;
 
 const TOY: u8 = 253;
 const NO_MERGE: u8 = 1;
@@ -113,9 +114,7 @@ impl Default for Outer {
 
 /// Ethernet / IPv4 (protocol 253) / toy header / the inner IP datagram of `inner`.
 fn tunnelled(outer: Outer, inner: &FrameSpec<'_>) -> Vec<u8> {
-    let spec = inner.raw_ip();
-    let mut datagram = vec![0u8; spec.len()];
-    spec.write(&mut datagram).unwrap();
+    let datagram = bytes_of(&inner.raw_ip());
     let et: u16 = if datagram[0] >> 4 == 6 {
         0x86dd
     } else {
@@ -606,14 +605,10 @@ fn plain_segments_of_a_tunnel_engine_name_no_tunnel() {
             .seq(1 + 100 * i)
             .flags(TCP_ACK)
             .payload(&payload);
-        let mut b = vec![0u8; spec.len()];
-        spec.write(&mut b).unwrap();
-        frames.push(b);
+        frames.push(bytes_of(&spec));
     }
     let syn = FrameSpec::ipv4_tcp(40002, 5201).flags(lro_core::testing::TCP_SYN);
-    let mut b = vec![0u8; syn.len()];
-    syn.write(&mut b).unwrap();
-    frames.push(b);
+    frames.push(bytes_of(&syn));
     let (sink, _, _) = run(Config::lro(), &frames, 1);
     assert_eq!(sink.out.len(), 3);
     let tunnels: Vec<Option<TunnelKey>> = sink.out.iter().map(|(_, i)| i.tunnel).collect();
@@ -764,9 +759,7 @@ fn an_inner_datagram_shorter_than_the_outer_one_is_malformed() {
 
 /// Ethernet / IPv4 / toy / the Ethernet frame of `inner` (transparent bridging).
 fn bridged(outer: Outer, inner: &FrameSpec<'_>) -> Vec<u8> {
-    let mut ethernet = vec![0u8; inner.len()];
-    inner.write(&mut ethernet).unwrap();
-    wrap(outer, 0x6558, &ethernet)
+    wrap(outer, 0x6558, &bytes_of(inner))
 }
 
 #[test]

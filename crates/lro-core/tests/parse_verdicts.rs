@@ -13,15 +13,10 @@ use lro_core::parse::{self, FlowHint, Parsed, Unparsed};
 use lro_core::testing::{FrameSpec, TCP_ACK};
 use lro_core::wire::{ethernet, ipv6};
 use lro_core::{PassReason, RxMeta};
+use lro_testkit::frame::bytes_of;
 
 const QINQ: u16 = 0x88a8;
 const VLAN: u16 = 0x8100;
-
-fn bytes(spec: &FrameSpec<'_>) -> Vec<u8> {
-    let mut b = vec![0u8; spec.len()];
-    spec.write(&mut b).unwrap();
-    b
-}
 
 /// What both parsers say of `frame` (Ethernet, no checksum state); they must agree.
 fn verdict(frame: &[u8]) -> Result<Parsed, Unparsed> {
@@ -44,7 +39,7 @@ fn tagged(tags: usize) -> Vec<u8> {
     for i in 0..tags.min(2) {
         spec = spec.vlan(if i == 0 { QINQ } else { VLAN }, 10 + i as u16);
     }
-    let mut f = bytes(&spec);
+    let mut f = bytes_of(&spec);
     for i in 2..tags {
         // Inserted where the last tag names the IP EtherType: that field becomes this tag's
         // TPID, and the IP EtherType follows its TCI.
@@ -86,7 +81,7 @@ fn with_dstopts(n: usize) -> Vec<u8> {
         .seq(1)
         .flags(TCP_ACK)
         .payload(&payload);
-    let mut f = bytes(&spec);
+    let mut f = bytes_of(&spec);
     let l3 = 14;
     let next = l3 + ipv6::field::NXT_HDR;
     for _ in 0..n {
@@ -141,7 +136,7 @@ fn an_ipv4_total_length_shorter_than_its_header_names_no_flow() {
     if let lro_core::testing::IpSpec::V4(v4) = &mut spec.ip {
         v4.options = lro_core::testing::Bytes::from_slice(&[1]);
     }
-    let good = bytes(&spec);
+    let good = bytes_of(&spec);
     let p = verdict(&good).expect("a well-formed frame with an IPv4 option");
     assert!(p.ip.options);
     // Total lengths from the header's own length down to the fixed header's: never a flow.

@@ -22,6 +22,7 @@ use lro_core::{
     Coalescer, Config, Engine, FlushReason, LinkKind, OutChecksum, PassReason, Policy, RssHash,
     RssType, RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Sizes, Verdict,
 };
+use lro_testkit::frame::bytes_of;
 use lro_testkit::oracle::{self, Class, Identity, Tcp};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -448,12 +449,6 @@ fn spec(port: u16) -> FrameSpec<'static> {
     FrameSpec::ipv4_tcp(port, 5201)
 }
 
-fn build(spec: &FrameSpec<'_>) -> Vec<u8> {
-    let mut b = vec![0u8; spec.len()];
-    spec.write(&mut b).expect("sized");
-    b
-}
-
 const PAYLOAD: [u8; 1448] = {
     let mut p = [0u8; 1448];
     let mut i = 0;
@@ -484,7 +479,7 @@ fn interleaved(
                     kind: RssType::TcpIpv4,
                 });
             }
-            In::new(build(&s), meta)
+            In::new(bytes_of(&s), meta)
         })
         .collect()
 }
@@ -504,7 +499,7 @@ fn colliding_ports(seed: u64, n: usize) -> Vec<u16> {
 }
 
 fn build_key(s: &FrameSpec<'_>) -> FlowKey {
-    parse::flow_key(&build(&s.payload(&PAYLOAD[..10])), &RxMeta::ethernet(0)).expect("TCP")
+    parse::flow_key(&bytes_of(&s.payload(&PAYLOAD[..10])), &RxMeta::ethernet(0)).expect("TCP")
 }
 
 #[test]
@@ -548,7 +543,7 @@ fn a_new_hash_seed_keeps_every_held_flow_found() {
     assert_eq!(ports.len(), 32, "enough colliding ports");
     let frame = |id: usize, port: u16, seq: u32| TFrame {
         id,
-        buf: build(&spec(port).seq(seq).payload(&PAYLOAD[..1000])),
+        buf: bytes_of(&spec(port).seq(seq).payload(&PAYLOAD[..1000])),
     };
     let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
     for config in [Config::lro(), Config::gro()] {
@@ -618,7 +613,7 @@ fn pure_ack_flows_beyond_the_table_are_counted_as_forgotten() {
                 .ack(1 + i as u32)
                 .flags(TCP_ACK);
             In::new(
-                build(&s),
+                bytes_of(&s),
                 RxMeta::ethernet(i as u64).with_checksum(RxChecksum::Verified),
             )
         })
@@ -648,7 +643,7 @@ fn sequence_numbers_wrapping_at_2_32() {
                 let s = spec(7)
                     .seq(start.wrapping_add(k * 1000))
                     .payload(&PAYLOAD[..1000]);
-                In::new(build(&s), RxMeta::ethernet(0))
+                In::new(bytes_of(&s), RxMeta::ethernet(0))
             })
             .collect();
         for config in [Config::gro(), Config::lro()] {
@@ -671,7 +666,7 @@ fn the_64_kb_limit() {
     let inputs: Vec<In> = (0..40u32)
         .map(|k| {
             let s = spec(9).seq(1 + k * 9000).payload(&big);
-            In::new(build(&s), RxMeta::ethernet(0))
+            In::new(bytes_of(&s), RxMeta::ethernet(0))
         })
         .collect();
     for config in [Config::gro(), Config::lro()] {
@@ -696,9 +691,9 @@ fn the_64_kb_limit() {
     let p4 = vec![1u8; 65535 - 40];
     let p6 = vec![2u8; 65535 - 20];
     let frames = [
-        build(&spec(1).payload(&p4)),
-        build(&FrameSpec::ipv6_tcp(1, 2).payload(&p6)),
-        build(&spec(1).seq(65495).payload(&PAYLOAD[..100])),
+        bytes_of(&spec(1).payload(&p4)),
+        bytes_of(&FrameSpec::ipv6_tcp(1, 2).payload(&p6)),
+        bytes_of(&spec(1).seq(65495).payload(&PAYLOAD[..100])),
     ];
     let inputs: Vec<In> = frames
         .iter()
@@ -724,7 +719,7 @@ fn zero_window() {
     frames.push(spec(3).ack(ack).window(65535)); // another
     let inputs: Vec<In> = frames
         .iter()
-        .map(|s| In::new(build(s), RxMeta::ethernet(0)))
+        .map(|s| In::new(bytes_of(s), RxMeta::ethernet(0)))
         .collect();
     run_all(&inputs, &pushes(inputs.len()));
     let config = Config::lro();
@@ -752,7 +747,12 @@ fn zero_window() {
 fn a_flood_of_duplicate_acks() {
     let n = 5000;
     let inputs: Vec<In> = (0..n)
-        .map(|_| In::new(build(&spec(4).ack(777).window(1000)), RxMeta::ethernet(0)))
+        .map(|_| {
+            In::new(
+                bytes_of(&spec(4).ack(777).window(1000)),
+                RxMeta::ethernet(0),
+            )
+        })
         .collect();
     run_all(&inputs, &pushes(n));
     let config = Config::lro();
@@ -783,14 +783,14 @@ fn truncated_headers_at_every_byte_offset() {
         spec(5).raw_ip().payload(&PAYLOAD[..64]),
     ];
     for s in &shapes {
-        let full = build(s);
+        let full = bytes_of(s);
         let kind = if s.link_len() == 0 {
             LinkKind::RawIp
         } else {
             LinkKind::Ethernet
         };
         // A valid frame of the flow, every truncation of the next one, then the next one.
-        let next = build(&s.seq(64).flags(TCP_ACK | TCP_PSH));
+        let next = bytes_of(&s.seq(64).flags(TCP_ACK | TCP_PSH));
         let mut inputs = vec![In::new(full.clone(), metas(&full, kind)[0])];
         for cut in 0..next.len() {
             for meta in metas(&next[..cut], kind) {
@@ -844,7 +844,7 @@ fn reordered_old_ack_and_its_repeat_are_not_superseded_wrongly() {
         .seq(0x23a9_c231);
     let inputs: Vec<In> = [a, b, c]
         .iter()
-        .map(|s| In::new(build(s), RxMeta::ethernet(0)))
+        .map(|s| In::new(bytes_of(s), RxMeta::ethernet(0)))
         .collect();
     run_all(&inputs, &pushes(3));
     // And with the same ACK state repeated once more, it is a duplicate: never released.
@@ -916,7 +916,7 @@ proptest::proptest! {
         if vlan {
             s = s.vlan(TPID_8021Q, 5);
         }
-        let mut b = build(&s);
+        let mut b = bytes_of(&s);
         b.extend(std::iter::repeat_n(0u8, pad));
         for (at, v) in edits {
             if let Some(x) = b.get_mut(at) {
@@ -932,7 +932,7 @@ proptest::proptest! {
 
 #[test]
 fn parse_into_agrees_with_parse_on_every_truncation_and_the_committed_frames() {
-    let full = build(&spec(40000).timestamps(1, 2).payload(&PAYLOAD[..100]));
+    let full = bytes_of(&spec(40000).timestamps(1, 2).payload(&PAYLOAD[..100]));
     for len in 0..=full.len() {
         assert_parsers_agree(&full[..len]);
     }

@@ -33,9 +33,7 @@ impl Sink<Vec<u8>> for Rec {
 }
 
 fn frame(spec: FrameSpec<'_>) -> Vec<u8> {
-    let mut b = vec![0u8; spec.len()];
-    spec.write(&mut b).unwrap();
-    b
+    lro_testkit::frame::bytes_of(&spec)
 }
 
 const MSS: usize = 100;

@@ -1,7 +1,16 @@
 //! The frame type the harness pushes ([`Tagged`]: an identity the engine cannot forge) and
 //! the sink that records what comes out ([`Recorder`], [`Out`]).
 
+use lro_core::testing::FrameSpec;
 use lro_core::{Segment, SegmentInfo, Sink};
+
+/// The bytes of the frame `spec` describes (`FrameSpec::write` fills a caller's buffer; a test
+/// wants the frame owned).
+pub fn bytes_of(spec: &FrameSpec<'_>) -> Vec<u8> {
+    let mut b = vec![0u8; spec.len()];
+    spec.write(&mut b).expect("a buffer of the spec's length");
+    b
+}
 
 /// A frame buffer with an identity the engine cannot forge (not `Clone`).
 #[derive(Debug)]

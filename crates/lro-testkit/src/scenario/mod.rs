@@ -634,8 +634,7 @@ fn build_frame(
         payload: &payload,
         ..spec
     };
-    let mut bytes = vec![0u8; spec.len()];
-    spec.write(&mut bytes).unwrap();
+    let mut bytes = crate::frame::bytes_of(&spec);
     let l3 = spec.link_len();
     let ip_end = l3 + spec.ip_len();
     let l4 = l3 + spec.ip.header_len();

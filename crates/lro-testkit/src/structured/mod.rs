@@ -505,9 +505,7 @@ fn spec_frame(f: &mut FlowState, s: &SpecFrame, n: usize, now: u64) -> (Vec<u8>,
     };
     spec.payload = &payload;
     spec.padding = &pad_bytes;
-    let mut bytes = vec![0u8; spec.len()];
-    // Sized to fit, cannot fail.
-    let _ = spec.write(&mut bytes);
+    let mut bytes = crate::frame::bytes_of(&spec);
     if let Some(t) = s.truncate {
         bytes.truncate(usize::from(t));
     }
