@@ -21,7 +21,7 @@ use lro_core::{Coalescer, RxMeta, Segment, Sink, Stats};
 use serde_json::json;
 
 use crate::alloc_count;
-use crate::capture::{Capture, FrameClass};
+use crate::capture::Capture;
 use crate::engine::{with_engine, EngineArgs, OutCsumArg, WithEngine};
 use crate::floor::Floor;
 use crate::report;
@@ -354,12 +354,10 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     let frames: Vec<(&[u8], RxMeta)> = cap
         .records
         .iter()
-        .filter_map(|r| match r.class {
-            FrameClass::Engine { link, skip } => {
-                let bytes = cap.frame(r).get(usize::from(skip)..).unwrap_or(&[]);
-                Some((bytes, args.engine.meta(link, r.ts_ns, bytes)))
-            }
-            FrameClass::NotIp => None,
+        .filter_map(|r| {
+            let base = r.class.meta(r.ts_ns)?;
+            let bytes = cap.frame(r).get(r.class.skip()..).unwrap_or(&[]);
+            Some((bytes, args.engine.meta(base, bytes)))
         })
         .collect();
     if frames.is_empty() {
@@ -493,7 +491,7 @@ mod tests {
             floor: false,
         };
         let frame = [0u8; 60];
-        let meta = args.engine.meta(lro_core::LinkKind::Ethernet, 0, &frame);
+        let meta = args.engine.meta(RxMeta::ethernet(0), &frame);
         // 2^42 buffers of 256 KiB: 2^60 bytes, more than any address space.
         let bar = indicatif::ProgressBar::hidden();
         let e = measure::<MAX_FRAME>(&args, false, &[(&frame[..], meta)], 1 << 42, &bar)

@@ -80,32 +80,51 @@ impl Link {
 
     /// How the engine should see a frame of this link type.
     pub(crate) fn classify(self, frame: &[u8]) -> FrameClass {
-        // EtherType of IPv4 / IPv6.
-        let ip = |proto: &[u8]| matches!(proto, [0x08, 0x00] | [0x86, 0xdd]);
+        let engine = |link, skip| FrameClass::Engine {
+            link,
+            skip,
+            tag: None,
+        };
         match self {
-            Link::Ethernet => FrameClass::Engine {
-                link: LinkKind::Ethernet,
-                skip: 0,
-            },
-            Link::RawIp => FrameClass::Engine {
-                link: LinkKind::RawIp,
-                skip: 0,
-            },
-            Link::Sll if frame.len() >= 16 && ip(&frame[14..16]) => FrameClass::Engine {
-                link: LinkKind::RawIp,
-                skip: 16,
-            },
-            Link::Sll2 if frame.len() >= 20 && ip(&frame[0..2]) => FrameClass::Engine {
-                link: LinkKind::RawIp,
-                skip: 20,
-            },
+            Link::Ethernet => engine(LinkKind::Ethernet, 0),
+            Link::RawIp => engine(LinkKind::RawIp, 0),
+            Link::Sll => cooked(frame, 14, 16),
+            Link::Sll2 => cooked(frame, 0, 20),
             // The GRH area is hidden; the engine sees the encapsulation header and what follows.
-            Link::Ipoib if frame.len() >= 44 && ip(&frame[40..42]) => FrameClass::Engine {
-                link: LinkKind::Ipoib,
-                skip: 40,
-            },
-            Link::Sll | Link::Sll2 | Link::Ipoib => FrameClass::NotIp,
+            Link::Ipoib if frame.get(40..42).is_some_and(is_ip) => engine(LinkKind::Ipoib, 40),
+            Link::Ipoib => FrameClass::NotIp,
         }
+    }
+}
+
+/// Whether an EtherType is IPv4's or IPv6's.
+fn is_ip(ethertype: &[u8]) -> bool {
+    matches!(ethertype, [0x08, 0x00] | [0x86, 0xdd])
+}
+
+/// A Linux cooked frame whose protocol field is at `proto` and whose packet starts at `len`.
+///
+/// When the kernel hands a frame with its VLAN tag in metadata (the NIC or the stack took it
+/// out), libpcap puts the tag back: the protocol field becomes 802.1Q and the packet starts
+/// with the tag's TCI and the inner EtherType (pcap-linux.c, `vlan_offset`). Such a frame is
+/// IP with a stripped tag, as a NIC would hand it: the engine keys its flow by the tag and the
+/// four bytes stay in the hidden header, to be written back with it.
+fn cooked(frame: &[u8], proto: usize, len: usize) -> FrameClass {
+    let field = |at: usize| frame.get(at..at + 2);
+    match field(proto) {
+        Some(p) if is_ip(p) && frame.len() >= len => FrameClass::Engine {
+            link: LinkKind::RawIp,
+            skip: len as u8,
+            tag: None,
+        },
+        Some([0x81, 0x00]) if field(len + 2).is_some_and(is_ip) => FrameClass::Engine {
+            link: LinkKind::RawIp,
+            skip: (len + 4) as u8,
+            tag: field(len).map(|t| u16::from_be_bytes([t[0], t[1]])),
+        },
+        // Not IP, tagged twice, or tagged 802.1ad (a stripped tag is keyed as 802.1Q's):
+        // passed without the engine.
+        _ => FrameClass::NotIp,
     }
 }
 
@@ -116,12 +135,40 @@ pub(crate) enum FrameClass {
     Engine {
         /// What the engine parses.
         link: LinkKind,
-        /// Bytes of cooked header before the IP header.
+        /// Bytes of cooked header (and a VLAN tag put back in it) before the IP header.
         skip: u8,
+        /// A VLAN tag taken out of the frame (a cooked capture's tag): the engine gets it as
+        /// the NIC-stripped tag.
+        tag: Option<u16>,
     },
     /// A cooked-capture or IPoIB frame that is not IPv4/IPv6 (ARP): passed through without the
     /// engine.
     NotIp,
+}
+
+impl FrameClass {
+    /// The metadata a frame of this class arrives with at `ts_ns`, nothing verified (`None`:
+    /// not for the engine).
+    pub(crate) fn meta(self, ts_ns: u64) -> Option<lro_core::RxMeta> {
+        match self {
+            FrameClass::Engine { link, tag, .. } => {
+                let meta = lro_core::RxMeta::new(link, ts_ns);
+                Some(match tag {
+                    Some(tci) => meta.with_vlan_stripped(tci),
+                    None => meta,
+                })
+            }
+            FrameClass::NotIp => None,
+        }
+    }
+
+    /// Bytes of the frame hidden from the engine.
+    pub(crate) fn skip(self) -> usize {
+        match self {
+            FrameClass::Engine { skip, .. } => usize::from(skip),
+            FrameClass::NotIp => 0,
+        }
+    }
 }
 
 /// One captured frame: where its bytes are in [`Capture::bytes`] and when it arrived.
@@ -812,18 +859,47 @@ mod tests {
 
     #[test]
     fn cooked_frames_are_classified() {
+        let raw = |skip, tag| FrameClass::Engine {
+            link: LinkKind::RawIp,
+            skip,
+            tag,
+        };
         let mut sll = vec![0u8; 16];
         sll[14..16].copy_from_slice(&[0x08, 0x00]);
-        assert_eq!(
-            Link::Sll.classify(&sll),
-            FrameClass::Engine {
-                link: LinkKind::RawIp,
-                skip: 16
-            }
-        );
+        assert_eq!(Link::Sll.classify(&sll), raw(16, None));
         sll[14..16].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(Link::Sll.classify(&sll), FrameClass::NotIp);
         assert_eq!(Link::Sll2.classify(&[0x86, 0xdd]), FrameClass::NotIp);
+        // A tag libpcap put back: 802.1Q in the protocol field, then TCI and EtherType.
+        let mut tagged = vec![0u8; 20];
+        tagged[14..20].copy_from_slice(&[0x81, 0x00, 0x20, 0x05, 0x86, 0xdd]);
+        assert_eq!(Link::Sll.classify(&tagged), raw(20, Some(0x2005)));
+        assert_eq!(
+            FrameClass::Engine {
+                link: LinkKind::RawIp,
+                skip: 20,
+                tag: Some(0x2005)
+            }
+            .meta(7),
+            Some(lro_core::RxMeta::new(LinkKind::RawIp, 7).with_vlan_stripped(0x2005))
+        );
+        assert_eq!(Link::Sll.classify(&tagged[..19]), FrameClass::NotIp);
+        let mut sll2 = vec![0u8; 24];
+        sll2[..2].copy_from_slice(&[0x81, 0x00]);
+        sll2[20..24].copy_from_slice(&[0x00, 0x07, 0x08, 0x00]);
+        assert_eq!(Link::Sll2.classify(&sll2), raw(24, Some(7)));
+        // Not IP under the tag, a second tag, or an 802.1ad tag: not for the engine.
+        for (at, bytes) in [(22, [0x08, 0x06]), (22, [0x81, 0x00]), (0, [0x88, 0xa8])] {
+            let mut f = sll2.clone();
+            f[at..at + 2].copy_from_slice(&bytes);
+            assert_eq!(
+                Link::Sll2.classify(&f),
+                FrameClass::NotIp,
+                "{bytes:x?} at {at}"
+            );
+        }
+        assert_eq!(FrameClass::NotIp.meta(7), None);
+        assert_eq!(FrameClass::NotIp.skip(), 0);
     }
 
     #[test]
@@ -835,7 +911,8 @@ mod tests {
             Link::Ipoib.classify(&f),
             FrameClass::Engine {
                 link: LinkKind::Ipoib,
-                skip: 40
+                skip: 40,
+                tag: None
             }
         );
         f[40..42].copy_from_slice(&[0x08, 0x06]); // ARP

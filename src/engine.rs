@@ -18,14 +18,14 @@ pub(crate) const FRAMES_PER_FLOW: usize = 64;
 pub(crate) const TABLE_SIZES: [usize; 8] = [8, 16, 32, 64, 128, 256, 512, 1024];
 
 /// A frame as the tool hands it to the engine: the captured bytes, a cooked-capture header the
-/// engine does not see (`skip` bytes), the capture timestamp and the frame's place in the
-/// capture.
-#[derive(Debug, Default)]
+/// engine does not see, the capture timestamp and the frame's place in the capture.
+#[derive(Debug)]
 pub(crate) struct Frame {
     /// Captured bytes, link header included.
     pub(crate) buf: Vec<u8>,
-    /// Bytes of pseudo header (Linux cooked capture, IPoIB's GRH area) hidden from the engine.
-    pub(crate) skip: usize,
+    /// How the engine sees it: its link, the bytes of pseudo header (Linux cooked capture,
+    /// IPoIB's GRH area) hidden from it, a VLAN tag a cooked capture took out.
+    pub(crate) class: FrameClass,
     /// Capture timestamp in nanoseconds.
     pub(crate) ts_ns: u64,
     /// Arrival order: the frame's index in the capture (0 for the first frame).
@@ -34,17 +34,33 @@ pub(crate) struct Frame {
     pub(crate) cut: usize,
 }
 
+impl Default for Frame {
+    fn default() -> Self {
+        Frame {
+            buf: Vec::new(),
+            class: FrameClass::NotIp,
+            ts_ns: 0,
+            index: 0,
+            cut: 0,
+        }
+    }
+}
+
 impl Frame {
     /// The pseudo header hidden from the engine (empty unless cooked capture or IPoIB).
     pub(crate) fn link_header(&self) -> &[u8] {
-        &self.buf[..self.skip]
+        &self.buf[..self.skip()]
+    }
+
+    fn skip(&self) -> usize {
+        self.class.skip().min(self.buf.len())
     }
 
     /// Refills this buffer with captured frame `r` of `cap`, reusing its allocation.
-    pub(crate) fn fill(&mut self, cap: &Capture, r: &Record, skip: usize, index: u64) {
+    pub(crate) fn fill(&mut self, cap: &Capture, r: &Record, index: u64) {
         self.buf.clear();
         self.buf.extend_from_slice(cap.frame(r));
-        self.skip = skip.min(self.buf.len());
+        self.class = r.class;
         self.ts_ns = r.ts_ns;
         self.index = index;
         self.cut = r.cut;
@@ -53,13 +69,14 @@ impl Frame {
 
 impl AsRef<[u8]> for Frame {
     fn as_ref(&self) -> &[u8] {
-        &self.buf[self.skip..]
+        &self.buf[self.skip()..]
     }
 }
 
 impl AsMut<[u8]> for Frame {
     fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.skip..]
+        let skip = self.skip();
+        &mut self.buf[skip..]
     }
 }
 
@@ -184,9 +201,10 @@ impl EngineArgs {
         Ok(())
     }
 
-    /// The metadata `frame` (as the engine sees it) arrives with.
-    pub(crate) fn meta(&self, link: lro_core::LinkKind, ts_ns: u64, frame: &[u8]) -> RxMeta {
-        let meta = RxMeta::new(link, ts_ns);
+    /// The metadata `frame` (as the engine sees it) arrives with: `base` (its link, time and
+    /// any stripped tag) with the checksum state `--csum` says.
+    pub(crate) fn meta(&self, base: RxMeta, frame: &[u8]) -> RxMeta {
+        let (meta, link) = (base, base.link);
         match self.csum {
             CsumArg::Verify => meta,
             CsumArg::Trust => meta.with_checksum(RxChecksum::Verified),
@@ -338,14 +356,13 @@ pub(crate) fn drive<E: Coalescer<Frame> + ?Sized, O: Output>(
             if schedule.hold {
                 engine.flush_idle(ts_ns, out);
             }
-            match class {
-                FrameClass::Engine { link, skip } => {
-                    frame.fill(cap, r, usize::from(skip), index);
-                    let meta = args.meta(link, ts_ns, frame.as_ref());
+            frame.fill(cap, r, index);
+            match class.meta(ts_ns) {
+                Some(base) => {
+                    let meta = args.meta(base, frame.as_ref());
                     engine.push(frame, &meta, out);
                 }
-                FrameClass::NotIp => {
-                    frame.fill(cap, r, 0, index);
+                None => {
                     bypassed += 1;
                     out.bypass(frame);
                 }

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use lro_core::{Cause, LinkKind, PassReason, Segment, Sink, Stats};
+use lro_core::{Cause, PassReason, Segment, Sink, Stats};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
-use crate::capture::{Capture, Link};
+use crate::capture::Capture;
 use crate::engine::{drive, with_engine, EngineArgs, Frame, Output, Schedule, WithEngine};
 use crate::explain::FlowTable;
 use crate::output::{OutFile, OutputError};
@@ -217,8 +217,6 @@ pub(crate) struct ReplaySink {
     out: Option<PcapOut>,
     /// Per-flow counters (explain).
     pub(crate) flows: Option<FlowTable>,
-    /// How absorbed frames are parsed for their flow.
-    link: LinkKind,
     /// The receive path's clock: capture time of the frame being offered.
     now: u64,
     /// Frames delivered up (segments count once).
@@ -226,15 +224,10 @@ pub(crate) struct ReplaySink {
 }
 
 impl ReplaySink {
-    fn new(out: Option<PcapOut>, flows: Option<FlowTable>, cap: &Capture) -> Self {
+    fn new(out: Option<PcapOut>, flows: Option<FlowTable>) -> Self {
         ReplaySink {
             out,
             flows,
-            link: match cap.link {
-                Link::Ethernet => LinkKind::Ethernet,
-                Link::Ipoib => LinkKind::Ipoib,
-                _ => LinkKind::RawIp,
-            },
             now: 0,
             delivered: 0,
         }
@@ -256,9 +249,7 @@ impl Sink<Frame> for ReplaySink {
         if let Some(flows) = &mut self.flows {
             // A frame the adaptive bypass passed through carries no flow: parsed for the table.
             let parsed = if info.cause == Cause::Passed(PassReason::Bypassed) {
-                seg.frames()
-                    .next()
-                    .and_then(|h| FlowId::parse_with_payload(h.as_ref(), self.link))
+                seg.frames().next().and_then(FlowId::parse_with_payload)
             } else {
                 None
             };
@@ -302,9 +293,7 @@ impl Sink<Frame> for ReplaySink {
 
     fn release(&mut self, frame: Frame) {
         let wanted = self.flows.is_some() || self.out.is_some();
-        let key = wanted
-            .then(|| FlowId::parse(frame.as_ref(), self.link))
-            .flatten();
+        let key = wanted.then(|| FlowId::parse(&frame)).flatten();
         if let Some(flows) = &mut self.flows {
             flows.absorbed(key);
         }
@@ -442,7 +431,7 @@ pub(crate) fn run(
         (true, false) => Some(FlowTable::default()),
         (false, false) => None,
     };
-    let mut sink = ReplaySink::new(out, table, &cap);
+    let mut sink = ReplaySink::new(out, table);
 
     let mut config = engine_args.config();
     if hold.hold {

@@ -4,7 +4,9 @@
 use std::net::IpAddr;
 
 use lro_core::encap::{Encap as _, TunnelKey};
-use lro_core::{FlowKey, LinkKind, RxMeta, SegmentInfo, TunnelStats};
+use lro_core::{FlowKey, SegmentInfo, TunnelStats};
+
+use crate::engine::Frame;
 
 /// The encapsulation every engine of the tool coalesces through.
 #[cfg(feature = "gre")]
@@ -18,17 +20,15 @@ pub(crate) type Encap = lro_core::encap::NoEncap;
 /// through tunnels (an engine that reads them costs plain traffic some instructions per frame:
 /// the tunnel part of every flow key). One parse per frame, before anything is timed.
 pub(crate) fn carried(cap: &crate::capture::Capture) -> bool {
-    use crate::capture::FrameClass;
-    cap.records.iter().any(|r| match r.class {
-        FrameClass::Engine { link, skip } => {
-            let frame = cap.frame(r).get(usize::from(skip)..).unwrap_or(&[]);
-            let meta = RxMeta::ethernet(0).with_link(link);
-            match lro_core::parse::parse_with::<Encap>(frame, &meta) {
-                Ok(p) => p.tunnel.is_some(),
-                Err(u) => matches!(u.hint, lro_core::parse::FlowHint::Tunnel(_)),
-            }
+    cap.records.iter().any(|r| {
+        let Some(meta) = r.class.meta(0) else {
+            return false;
+        };
+        let frame = cap.frame(r).get(r.class.skip()..).unwrap_or(&[]);
+        match lro_core::parse::parse_with::<Encap>(frame, &meta) {
+            Ok(p) => p.tunnel.is_some(),
+            Err(u) => matches!(u.hint, lro_core::parse::FlowHint::Tunnel(_)),
         }
-        FrameClass::NotIp => false,
     })
 }
 
@@ -53,14 +53,14 @@ impl FlowId {
     }
 
     /// The flow of a frame, parsed as the engines parse it.
-    pub(crate) fn parse(frame: &[u8], link: LinkKind) -> Option<Self> {
-        Self::parse_with_payload(frame, link).map(|(id, _)| id)
+    pub(crate) fn parse(frame: &Frame) -> Option<Self> {
+        Self::parse_with_payload(frame).map(|(id, _)| id)
     }
 
     /// The flow of a frame and its TCP payload length, parsed as the engines parse it.
-    pub(crate) fn parse_with_payload(frame: &[u8], link: LinkKind) -> Option<(Self, u32)> {
-        let meta = RxMeta::ethernet(0).with_link(link);
-        lro_core::parse::parse_with::<Encap>(frame, &meta)
+    pub(crate) fn parse_with_payload(frame: &Frame) -> Option<(Self, u32)> {
+        let meta = frame.class.meta(0)?;
+        lro_core::parse::parse_with::<Encap>(frame.as_ref(), &meta)
             .ok()
             .map(|p| {
                 let id = FlowId {

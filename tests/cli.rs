@@ -84,22 +84,15 @@ fn to_sll2(eth: &Pcap) -> Vec<(Duration, Vec<u8>)> {
         .collect()
 }
 
-/// Bytes of link header before the IP header, per link type.
-fn l2_len(link: u32) -> usize {
-    match link {
-        1 => 14,
-        113 => 16,
-        276 => 20,
-        _ => 0,
-    }
-}
-
 /// Parses a frame of `link` type; for cooked captures, a non-IP protocol gives `None`.
 fn parse(link: u32, frame: &[u8]) -> Result<SlicedPacket<'_>, String> {
     let r = match link {
         1 => SlicedPacket::from_ethernet(frame),
         113 => SlicedPacket::from_linux_sll(frame),
-        276 => SlicedPacket::from_ip(&frame[20..]),
+        276 => SlicedPacket::from_ether_type(
+            etherparse::EtherType(u16::from_be_bytes([frame[0], frame[1]])),
+            &frame[20..],
+        ),
         _ => SlicedPacket::from_ip(frame),
     };
     r.map_err(|e| format!("{e:?}"))
@@ -139,7 +132,7 @@ fn check_valid(p: &Pcap) -> usize {
     let mut tcp_frames = 0;
     for (i, (_, f)) in p.frames.iter().enumerate() {
         let s = parse(p.link, f).unwrap_or_else(|e| panic!("output frame {i} does not parse: {e}"));
-        let ip_len = match &s.net {
+        let (ip_at, ip_len) = match &s.net {
             Some(NetSlice::Ipv4(ip)) => {
                 let h = ip.header();
                 assert_eq!(
@@ -147,13 +140,18 @@ fn check_valid(p: &Pcap) -> usize {
                     h.to_header().calc_header_checksum(),
                     "frame {i}: IPv4 header checksum"
                 );
-                usize::from(h.total_len())
+                (h.slice().as_ptr(), usize::from(h.total_len()))
             }
-            Some(NetSlice::Ipv6(ip)) => 40 + usize::from(ip.header().payload_length()),
+            Some(NetSlice::Ipv6(ip)) => (
+                ip.header().slice().as_ptr(),
+                40 + usize::from(ip.header().payload_length()),
+            ),
             other => panic!("frame {i}: not IP: {other:?}"),
         };
+        // Link header, tags included: where the IP header starts.
+        let l2_len = ip_at as usize - f.as_ptr() as usize;
         assert_eq!(
-            l2_len(p.link) + ip_len,
+            l2_len + ip_len,
             f.len(),
             "frame {i}: IP length vs frame length"
         );
@@ -519,6 +517,101 @@ fn raw_ip_and_cooked_captures_replay_like_ethernet() {
     }
 }
 
+/// Ethernet frames with an 802.1Q tag inserted after the addresses: VLAN `vlan(i)` for frame i.
+fn tagged(eth: &Pcap, vlan: impl Fn(usize) -> u16) -> Pcap {
+    let frames = eth
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, (t, f))| {
+            let mut v = f[..12].to_vec();
+            v.extend_from_slice(&[0x81, 0x00]);
+            v.extend_from_slice(&vlan(i).to_be_bytes());
+            v.extend_from_slice(&f[12..]);
+            (*t, v)
+        })
+        .collect();
+    Pcap { link: 1, frames }
+}
+
+#[test]
+fn cooked_captures_of_tagged_frames_coalesce_per_vlan_like_ethernet() {
+    // libpcap writes a frame whose tag the kernel holds in metadata with the tag put back:
+    // protocol 802.1Q, then TCI and EtherType before the IP header, as `to_sll` and `to_sll2`
+    // make of a tagged Ethernet frame. The tool takes it as IP with a stripped tag.
+    let dir = temp_dir("cli", "cooked-vlan");
+    let eth = read_capture(&root().join(SMALL));
+    // Which flows share a record of the ACK memory depends on the flow hash, and an Ethernet
+    // flow's key holds its MAC addresses: a table with room for every flow leaves that out.
+    let opts = ["--flows", "1024"];
+    let base = lro_json(&["replay", SMALL, opts[0], opts[1]]);
+    let half = eth.frames.len() / 2;
+    // One VLAN throughout: the same merges as untagged. The first half on VLAN 5 and the
+    // rest on VLAN 6: every flow is two flows, split where the VLAN changes.
+    for (name, split) in [("one", eth.frames.len()), ("two", half)] {
+        let tagged = tagged(&eth, |i| if i < split { 5 } else { 6 });
+        let eth_path = dir.join(format!("{name}-eth.pcap"));
+        write_pcap(&eth_path, 1, &tagged.frames);
+        let want = replay_and_check(&dir, &eth_path, &opts);
+        assert_eq!(want["passed"]["not_ip"], 0, "{name}: {want}");
+        let tcp_flows = |v: &Value| {
+            v["flows_shown"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["flow"] != "(not TCP/IP)")
+                .map(|r| r["flow"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        let explain_eth = lro_json(&["explain", eth_path.to_str().unwrap(), "--top", "0"]);
+        for (link, file, frames) in [
+            (113, "sll.pcap", to_sll(&tagged)),
+            (276, "sll2.pcap", to_sll2(&tagged)),
+        ] {
+            let path = dir.join(format!("{name}-{file}"));
+            write_pcap(&path, link, &frames);
+            let v = replay_and_check(&dir, &path, &opts);
+            for f in [
+                "frames_in",
+                "frames_out",
+                "frames_merged",
+                "absorbed",
+                "coalesced",
+                "passed",
+            ] {
+                assert_eq!(v[f], want[f], "{name} {file}: {f}");
+                if name == "one" {
+                    assert_eq!(v[f], base[f], "{name} {file}: {f}, untagged");
+                }
+            }
+            // The output keeps every frame's tag where libpcap put it.
+            let out = read_capture(&dir.join("outflows_1024.pcap"));
+            let proto = if link == 113 { 14 } else { 0 };
+            assert!(
+                out.frames
+                    .iter()
+                    .all(|(_, f)| f[proto..proto + 2] == [0x81, 0x00]),
+                "{name} {file}: a frame lost its tag"
+            );
+            // Flows are named by their VLAN, as the Ethernet capture's are.
+            let explain = lro_json(&["explain", path.to_str().unwrap(), "--top", "0"]);
+            let flows = tcp_flows(&explain);
+            assert_eq!(flows, tcp_flows(&explain_eth), "{name} {file}");
+            assert!(flows
+                .iter()
+                .all(|f| f.ends_with(" vlan 5") || f.ends_with(" vlan 6")));
+        }
+        if name == "two" {
+            let flows = tcp_flows(&explain_eth);
+            // A connection alive in both halves is two flows, one per VLAN.
+            let mut conns: Vec<&str> = flows.iter().map(|f| &f[..f.len() - 7]).collect();
+            conns.sort_unstable();
+            conns.dedup();
+            assert!(conns.len() < flows.len(), "{flows:?}");
+        }
+    }
+}
+
 #[test]
 fn pcapng_input_with_nanosecond_timestamps_matches_pcap() {
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
@@ -739,19 +832,9 @@ fn explain_counts_flows_not_the_row_of_other_frames() {
         "{text}"
     );
     // A cooked capture's ARP frame never reaches the engine; its row counts it all the same.
-    // (Untagged: a cooked capture's VLAN-tagged frame is not read as IP either.)
-    let untagged = dir.join("untagged.pcap");
-    let tcp = frame_of(&FrameSpec::ipv4_tcp(40000, 5201).flags(TCP_ACK));
-    write_pcap(
-        &untagged,
-        1,
-        &[
-            (Duration::from_secs(1), tcp),
-            (Duration::from_secs(2), arp_frame()),
-        ],
-    );
+    // Its tagged TCP frame (the tag put back after the cooked header) is the flow's.
     let cooked = dir.join("tcp-and-arp-sll.pcap");
-    write_pcap(&cooked, 113, &to_sll(&read_capture(&untagged)));
+    write_pcap(&cooked, 113, &to_sll(&read_capture(&path)));
     for input in [&path, &cooked] {
         let v = lro_json(&["explain", input.to_str().unwrap(), "--top", "0"]);
         let rows = v["flows_shown"].as_array().unwrap();
