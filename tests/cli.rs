@@ -490,6 +490,15 @@ fn replay_default_capture_without_input() {
     assert!(text.contains("ratio"));
 }
 
+/// The report's counts that say what merged: equal in two runs, the same merges happened.
+const MERGE_COUNTS: [&str; 5] = [
+    "frames_in",
+    "frames_out",
+    "frames_merged",
+    "absorbed",
+    "coalesced",
+];
+
 #[test]
 fn raw_ip_and_cooked_captures_replay_like_ethernet() {
     let dir = temp_dir("cli", "links");
@@ -505,13 +514,7 @@ fn raw_ip_and_cooked_captures_replay_like_ethernet() {
         write_pcap(&path, link, &frames);
         let v = replay_and_check(&dir, &path, &[]);
         // Without MAC addresses the flows are the same: the same merges happen.
-        for f in [
-            "frames_in",
-            "frames_out",
-            "frames_merged",
-            "absorbed",
-            "coalesced",
-        ] {
+        for f in MERGE_COUNTS {
             assert_eq!(v[f], base[f], "{name}: {f}");
         }
     }
@@ -571,14 +574,7 @@ fn cooked_captures_of_tagged_frames_coalesce_per_vlan_like_ethernet() {
             let path = dir.join(format!("{name}-{file}"));
             write_pcap(&path, link, &frames);
             let v = replay_and_check(&dir, &path, &opts);
-            for f in [
-                "frames_in",
-                "frames_out",
-                "frames_merged",
-                "absorbed",
-                "coalesced",
-                "passed",
-            ] {
+            for f in MERGE_COUNTS.into_iter().chain(["passed"]) {
                 assert_eq!(v[f], want[f], "{name} {file}: {f}");
                 if name == "one" {
                     assert_eq!(v[f], base[f], "{name} {file}: {f}, untagged");
