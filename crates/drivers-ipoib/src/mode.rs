@@ -90,19 +90,13 @@ impl Mode {
     /// Connected mode with an IPoIB MTU of `mtu` bytes.
     ///
     /// # Errors
-    /// [`Error::TooLong`] when `mtu` is above [`CONNECTED_MAX_MTU`] or below [`MIN_MTU`]
-    /// (then `max` is the minimum).
+    /// [`Error::Mtu`] when `mtu` is below [`MIN_MTU`] or above [`CONNECTED_MAX_MTU`].
     pub const fn connected(mtu: u32) -> Result<Mode, Error> {
-        if mtu > CONNECTED_MAX_MTU {
-            return Err(Error::TooLong {
-                len: mtu as usize,
-                max: CONNECTED_MAX_MTU as usize,
-            });
-        }
-        if mtu < MIN_MTU {
-            return Err(Error::TooLong {
-                len: mtu as usize,
-                max: MIN_MTU as usize,
+        if mtu < MIN_MTU || mtu > CONNECTED_MAX_MTU {
+            return Err(Error::Mtu {
+                mtu,
+                min: MIN_MTU,
+                max: CONNECTED_MAX_MTU,
             });
         }
         Ok(Mode {
@@ -160,6 +154,9 @@ impl Mode {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+    use std::string::ToString;
+
     use super::*;
 
     #[test]
@@ -174,14 +171,19 @@ mod tests {
     #[test]
     fn connected_bounds() {
         assert_eq!(Mode::connected(65520), Ok(Mode::CONNECTED_MAX));
-        assert_eq!(
-            Mode::connected(65521),
-            Err(Error::TooLong {
-                len: 65521,
-                max: 65520
+        let refused = |mtu| {
+            Err(Error::Mtu {
+                mtu,
+                min: 68,
+                max: 65520,
             })
+        };
+        assert_eq!(Mode::connected(65521), refused(65521));
+        assert_eq!(Mode::connected(67), refused(67));
+        assert_eq!(
+            Mode::connected(67).unwrap_err().to_string(),
+            "an MTU of 67 bytes: 68 to 65520 allowed"
         );
-        assert!(Mode::connected(67).is_err());
         // Both ends are modes.
         assert_eq!(
             Mode::connected(MIN_MTU).map(Mode::mtu),

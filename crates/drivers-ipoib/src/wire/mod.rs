@@ -68,12 +68,21 @@ pub enum Error {
     /// A payload that is not an IPv4 or IPv6 packet (by its version nibble), where one is
     /// required.
     NotIp,
-    /// A frame longer than the mode's MTU allows, or an MTU the mode cannot have.
+    /// A frame longer than the mode's MTU allows.
     TooLong {
-        /// Bytes of the frame (encapsulation header included) or the MTU asked for.
+        /// Bytes of the frame, encapsulation header included.
         len: usize,
         /// The most allowed.
         max: usize,
+    },
+    /// An MTU the mode cannot have.
+    Mtu {
+        /// The MTU asked for.
+        mtu: u32,
+        /// The least the mode allows.
+        min: u32,
+        /// The most the mode allows.
+        max: u32,
     },
 }
 
@@ -94,6 +103,9 @@ impl fmt::Display for Error {
             }
             Error::NotIp => f.write_str("not an IPv4 or IPv6 packet"),
             Error::TooLong { len, max } => write!(f, "{len} bytes: at most {max} allowed"),
+            Error::Mtu { mtu, min, max } => {
+                write!(f, "an MTU of {mtu} bytes: {min} to {max} allowed")
+            }
         }
     }
 }
