@@ -1169,6 +1169,8 @@ mod tests {
             Err(RxError::Length { byte_len: u32::MAX })
         ));
         assert_eq!(q.posted(), 1);
+        let st = q.stats();
+        assert_eq!((st.length_errors, st.runts, st.frames), (1, 0, 0));
     }
 
     #[test]
@@ -1207,6 +1209,71 @@ mod tests {
             RxError::Runt { byte_len: 2 }
         );
         assert_eq!(q.posted(), 2);
+        let st = q.stats();
+        assert_eq!((st.runts, st.length_errors, st.frames), (1, 0, 0));
+    }
+
+    #[test]
+    fn layout_limits_are_exact() {
+        // MODE's buffers are 1028 bytes; copybreak 256 makes the small ones 256.
+        let cfg = QueueConfig::new(MODE, 2).with_copybreak(Some(256));
+        let (mut large, mut small) = (vec![0u8; 2 * 1028], vec![0u8; 2 * 256]);
+        let new = |large: &mut [u8], small: &mut [u8], cfg| {
+            let storage: RxQueueStorage<'_, 2, 2> = RxQueueStorage::new();
+            RxQueue::new(&storage, large, small, cfg).map(|_| ())
+        };
+        assert_eq!(new(&mut large, &mut small, cfg), Ok(()));
+        assert_eq!(
+            new(&mut large[1..], &mut small, cfg),
+            Err(LayoutError::LargeMemory {
+                needed: 2056,
+                got: 2055
+            })
+        );
+        assert_eq!(
+            new(&mut large, &mut small[1..], cfg),
+            Err(LayoutError::SmallMemory {
+                needed: 512,
+                got: 511
+            })
+        );
+        // A depth of every buffer is fine; none is not a queue.
+        let none = QueueConfig::new(MODE, 0);
+        assert_eq!(
+            new(&mut large, &mut small, none.with_copybreak(Some(256))),
+            Err(LayoutError::RqDepth {
+                rq_depth: 0,
+                buffers: 2
+            })
+        );
+    }
+
+    #[test]
+    fn datagram_mode_writes_the_grh_in_front_of_the_packet() {
+        // The GRH space is the buffer's first 40 bytes, as an HCA's DMA fills it; the frame
+        // handed up starts after it, and the GRH is where the buffer memory says.
+        let mode = Mode::DATAGRAM_2K;
+        let mut large = vec![0xeeu8; mode.rx_buffer_len()];
+        let grh: [u8; crate::mode::GRH_LEN] = core::array::from_fn(|i| i as u8 + 1);
+        {
+            let storage: RxQueueStorage<'_, 1, 0> = RxQueueStorage::new();
+            let cfg = QueueConfig::new(mode, 1).with_copybreak(None);
+            let q = RxQueue::new(&storage, &mut large, &mut [], cfg).unwrap();
+            let mut hca = SimHca::new(&q);
+            hca.set_grh(Some(grh));
+            hca.deliver(&frame(60, 7)).unwrap();
+            assert_eq!(q.receive().unwrap().unwrap().as_ref(), &frame(60, 7)[..]);
+        }
+        assert_eq!(large[..40], grh);
+        assert_eq!(large[40..100], frame(60, 7)[..]);
+        // Without a GRH, zeros where it would be.
+        {
+            let storage: RxQueueStorage<'_, 1, 0> = RxQueueStorage::new();
+            let cfg = QueueConfig::new(mode, 1).with_copybreak(None);
+            let q = RxQueue::new(&storage, &mut large, &mut [], cfg).unwrap();
+            SimHca::new(&q).deliver(&frame(60, 8)).unwrap();
+        }
+        assert_eq!(large[..40], [0; 40]);
     }
 
     #[test]

@@ -1025,6 +1025,129 @@ mod tests {
     }
 
     #[test]
+    fn every_parameter_bound_is_exact() {
+        // What the error names; an edit to the last value accepted; one to the first refused.
+        type Edit = fn(&mut SimConfig);
+        let cases: [(&str, Edit, Edit); 16] = [
+            (
+                "offered_rate",
+                |c| c.offered_rate = 1,
+                |c| c.offered_rate = 0,
+            ),
+            ("down_rate", |c| c.down_rate = 1, |c| c.down_rate = 0),
+            ("link_gbps", |c| c.link_gbps = 1, |c| c.link_gbps = 0),
+            ("send_queue", |c| c.send_queue = 1, |c| c.send_queue = 0),
+            (
+                "send_queue",
+                |c| c.send_queue = MAX_SEND_QUEUE as u32,
+                |c| c.send_queue = MAX_SEND_QUEUE as u32 + 1,
+            ),
+            ("rq_depth", |c| c.rq_depth = 1, |c| c.rq_depth = 0),
+            (
+                "rq_depth",
+                |c| c.rq_depth = c.large_pool,
+                |c| c.rq_depth = c.large_pool + 1,
+            ),
+            (
+                "socket_queue",
+                |c| c.socket_queue = 1,
+                |c| c.socket_queue = 0,
+            ),
+            (
+                "socket_queue",
+                |c| c.socket_queue = MAX_SOCKET_QUEUE as u32,
+                |c| c.socket_queue = MAX_SOCKET_QUEUE as u32 + 1,
+            ),
+            (
+                "mss",
+                |c| {
+                    c.workload = Workload::Tcp {
+                        mss: 1,
+                        window: 512,
+                        coalesce: true,
+                    }
+                },
+                |c| {
+                    c.workload = Workload::Tcp {
+                        mss: 0,
+                        window: 512,
+                        coalesce: true,
+                    }
+                },
+            ),
+            (
+                "window",
+                |c| {
+                    c.workload = Workload::Tcp {
+                        mss: 1992,
+                        window: 1,
+                        coalesce: true,
+                    }
+                },
+                |c| {
+                    c.workload = Workload::Tcp {
+                        mss: 1992,
+                        window: 0,
+                        coalesce: true,
+                    }
+                },
+            ),
+            (
+                "window",
+                |c| {
+                    let window = MAX_SOCKET_QUEUE as u32;
+                    c.workload = Workload::Tcp {
+                        mss: 1992,
+                        window,
+                        coalesce: true,
+                    };
+                },
+                |c| {
+                    let window = MAX_SOCKET_QUEUE as u32 + 1;
+                    c.workload = Workload::Tcp {
+                        mss: 1992,
+                        window,
+                        coalesce: true,
+                    };
+                },
+            ),
+            (
+                "payload",
+                |c| {
+                    c.workload = Workload::Udp {
+                        payload: u32::MAX - ENCAP - TCP_HEADERS,
+                    }
+                },
+                |c| {
+                    c.workload = Workload::Udp {
+                        payload: u32::MAX - ENCAP - TCP_HEADERS + 1,
+                    }
+                },
+            ),
+            ("poll_budget", |c| c.poll_budget = 1, |c| c.poll_budget = 0),
+            ("rnr_retry", |c| c.rnr_retry = 7, |c| c.rnr_retry = 8),
+            (
+                "duration_ns",
+                |c| c.duration_ns = MAX_DURATION_NS,
+                |c| c.duration_ns = MAX_DURATION_NS + 1,
+            ),
+        ];
+        for (what, accepted, refused) in cases {
+            let mut c = SimConfig::bulk_tcp(Costs::SEED_ERA);
+            accepted(&mut c);
+            if let Err(e) = Simulation::new(&c) {
+                panic!("{what}: the bound itself is refused: {e}");
+            }
+            let mut c = SimConfig::bulk_tcp(Costs::SEED_ERA);
+            refused(&mut c);
+            match Simulation::new(&c) {
+                Ok(_) => panic!("{what}: past the bound, accepted"),
+                Err(e) => assert!(e.0.contains(what), "{what}: {e}"),
+            }
+        }
+    }
+
+    #[test]
     fn bad_parameters_are_refused() {
         let mut c = SimConfig::seed_udp(Costs::SEED_ERA);
         c.rq_depth = c.large_pool + 1;
