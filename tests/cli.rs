@@ -775,6 +775,11 @@ fn bad_options_exit_2() {
     let out = lro(&["replay", "--rss-sort", "--hold"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rss-sort"));
+    // --rss-sort sorts bursts of at most 1024 frames: the limit itself runs.
+    let out = lro(&["replay", "--rss-sort", "--burst", "1025"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--burst 1025"));
+    lro_ok(&["replay", "--rss-sort", "--burst", "1024"]);
     // Pairs refused by the commands that have both options, each error naming both. (--hold
     // flushes idle flows before every frame: each frame is a burst, which --bypass, judging
     // bursts of 16 or more, could never act on.)
