@@ -308,7 +308,8 @@ mod tests {
     fn capabilities_advertise_the_smaller_of_the_two_mtus() {
         with_queue(|queue| {
             let mut staging = vec![0u8; drivers_myri::phy::STAGING_LEN];
-            let tx = SmallMtu(Loopback::new(Medium::Ip));
+            // An Ethernet device to transmit through: the IPoIB device is IP all the same.
+            let tx = SmallMtu(Loopback::new(Medium::Ethernet));
             let dev = IpoibDevice::new(queue, tx, &mut staging);
             assert_eq!(dev.capabilities().max_transmission_unit, 1280);
             assert_eq!(dev.capabilities().medium, Medium::Ip);

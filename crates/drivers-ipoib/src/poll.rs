@@ -79,3 +79,79 @@ where
     coalescer.flush_all(sink);
     done
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec;
+    use std::vec::Vec;
+
+    use lro_core::testing::{FrameSpec, TCP_ACK};
+    use lro_core::{Config, Engine, RxChecksum, Segment, Sizes};
+
+    use super::*;
+    use crate::hca::SimHca;
+    use crate::{Mode, QueueConfig, RxQueueStorage};
+
+    /// The frame count of every segment delivered.
+    struct Segments(Vec<u16>);
+
+    impl<F: AsRef<[u8]>> Sink<F> for Segments {
+        fn segment(&mut self, segment: Segment<'_, F>) {
+            self.0.push(segment.info().frames);
+        }
+    }
+
+    /// Data segment `i` of one TCP flow, as the IP packet an IPoIB frame carries.
+    fn data(i: u32) -> Vec<u8> {
+        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+            .flags(TCP_ACK)
+            .seq(1000 + 100 * i)
+            .payload(&[7; 100]);
+        lro_testkit::frame::bytes_of(&spec)[14..].to_vec()
+    }
+
+    #[test]
+    fn a_poll_counts_errors_against_its_budget_and_flushes_what_it_held() {
+        let storage: RxQueueStorage<'_, 8, 0> = RxQueueStorage::new();
+        let mode = Mode::DATAGRAM_2K;
+        let mut large = vec![0u8; 8 * mode.rx_buffer_len()];
+        let config = QueueConfig::new(mode, 8).with_copybreak(None);
+        let queue = RxQueue::new(&storage, &mut large, &mut [], config).unwrap();
+        let mut hca = SimHca::new(&queue);
+        // Three segments of one flow, two runts, two more segments.
+        for i in 0..3 {
+            hca.deliver_ip(&data(i)).unwrap();
+        }
+        hca.deliver(&[0x08, 0x00]).unwrap();
+        hca.deliver(&[0x08]).unwrap();
+        for i in 3..5 {
+            hca.deliver_ip(&data(i)).unwrap();
+        }
+        let mut engine: Engine<_, Sizes<8, 8>> = Engine::new(Config::lro());
+        let mut up = Segments(Vec::new());
+        // Whatever link the caller's metadata names, the frames are IPoIB's.
+        let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+        let done = poll(&queue, &mut engine, &mut up, &meta, 5);
+        assert_eq!(
+            done,
+            PollStats {
+                frames: 3,
+                errors: 2
+            }
+        );
+        // The three merged into one segment, delivered by the poll's flush.
+        assert_eq!(up.0, [3]);
+        assert_eq!(engine.held_frames(), 0);
+        assert_eq!(queue.completed(), 2, "the budget left two frames waiting");
+        let done = poll(&queue, &mut engine, &mut up, &meta, 64);
+        assert_eq!(
+            done,
+            PollStats {
+                frames: 2,
+                errors: 0
+            }
+        );
+        assert_eq!(up.0, [3, 2]);
+    }
+}
