@@ -8,7 +8,7 @@ use std::fmt;
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 
-use lro_core::LinkKind;
+use lro_core::{LinkKind, RxMeta};
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
 use pcap_file::pcapng::{Block, PcapNgParser};
@@ -129,7 +129,7 @@ fn cooked(frame: &[u8], proto: usize, len: usize) -> FrameClass {
 }
 
 /// How one captured frame is handed to the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum FrameClass {
     /// Offered to the engine as `link`, after hiding `skip` bytes of pseudo header.
     Engine {
@@ -143,16 +143,17 @@ pub(crate) enum FrameClass {
     },
     /// A cooked-capture or IPoIB frame that is not IPv4/IPv6 (ARP): passed through without the
     /// engine.
+    #[default]
     NotIp,
 }
 
 impl FrameClass {
     /// The metadata a frame of this class arrives with at `ts_ns`, nothing verified (`None`:
     /// not for the engine).
-    pub(crate) fn meta(self, ts_ns: u64) -> Option<lro_core::RxMeta> {
+    pub(crate) fn meta(self, ts_ns: u64) -> Option<RxMeta> {
         match self {
             FrameClass::Engine { link, tag, .. } => {
-                let meta = lro_core::RxMeta::new(link, ts_ns);
+                let meta = RxMeta::new(link, ts_ns);
                 Some(match tag {
                     Some(tci) => meta.with_vlan_stripped(tci),
                     None => meta,
@@ -875,13 +876,8 @@ mod tests {
         tagged[14..20].copy_from_slice(&[0x81, 0x00, 0x20, 0x05, 0x86, 0xdd]);
         assert_eq!(Link::Sll.classify(&tagged), raw(20, Some(0x2005)));
         assert_eq!(
-            FrameClass::Engine {
-                link: LinkKind::RawIp,
-                skip: 20,
-                tag: Some(0x2005)
-            }
-            .meta(7),
-            Some(lro_core::RxMeta::new(LinkKind::RawIp, 7).with_vlan_stripped(0x2005))
+            raw(20, Some(0x2005)).meta(7),
+            Some(RxMeta::new(LinkKind::RawIp, 7).with_vlan_stripped(0x2005))
         );
         assert_eq!(Link::Sll.classify(&tagged[..19]), FrameClass::NotIp);
         let mut sll2 = vec![0u8; 24];

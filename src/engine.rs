@@ -19,7 +19,7 @@ pub(crate) const TABLE_SIZES: [usize; 8] = [8, 16, 32, 64, 128, 256, 512, 1024];
 
 /// A frame as the tool hands it to the engine: the captured bytes, a cooked-capture header the
 /// engine does not see, the capture timestamp and the frame's place in the capture.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Frame {
     /// Captured bytes, link header included.
     pub(crate) buf: Vec<u8>,
@@ -32,18 +32,6 @@ pub(crate) struct Frame {
     pub(crate) index: u64,
     /// Bytes of the frame on the wire that the capture left out (cut at its snap length).
     pub(crate) cut: usize,
-}
-
-impl Default for Frame {
-    fn default() -> Self {
-        Frame {
-            buf: Vec::new(),
-            class: FrameClass::NotIp,
-            ts_ns: 0,
-            index: 0,
-            cut: 0,
-        }
-    }
 }
 
 impl Frame {
