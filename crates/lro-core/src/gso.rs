@@ -443,7 +443,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::encap::{EncapFix, EncapHeader, Inner};
-    use crate::testing::{ones_complement_sum, FrameSpec, TCP_ACK, TCP_PSH};
+    use crate::testing::{ones_complement_sum, Corrupt, FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
     use std::vec;
     use std::vec::Vec;
 
@@ -469,22 +469,34 @@ mod tests {
 
     /// Ethernet, outer IPv4 (protocol 253), the toy header, inner IPv4/TCP with `payload`.
     fn tunnelled(payload: &[u8]) -> Vec<u8> {
-        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+        tunnelled_with(payload, (0, 0), &[])
+    }
+
+    /// [`tunnelled`] with the inner and outer IPv4 IDs given and `outer_options` (a multiple
+    /// of 4 bytes) in the outer IPv4 header.
+    fn tunnelled_with(payload: &[u8], ids: (u16, u16), outer_options: &[u8]) -> Vec<u8> {
+        let mut spec = FrameSpec::ipv4_tcp(40000, 5201)
             .seq(1)
             .ack(1)
             .flags(TCP_ACK | TCP_PSH)
             .payload(payload)
             .raw_ip();
+        if let IpSpec::V4(v4) = &mut spec.ip {
+            v4.id = ids.0;
+        }
         let mut inner = vec![0u8; spec.len()];
         spec.write(&mut inner).unwrap();
         let mut f = vec![0u8; 14];
         f[12..14].copy_from_slice(&[0x08, 0x00]);
-        let mut ip = [0u8; 20];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&((20 + 8 + inner.len()) as u16).to_be_bytes());
+        let hlen = 20 + outer_options.len();
+        let mut ip = vec![0u8; hlen];
+        ip[0] = 0x40 | (hlen / 4) as u8;
+        ip[2..4].copy_from_slice(&((hlen + 8 + inner.len()) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&ids.1.to_be_bytes());
         ip[8] = 64;
         ip[9] = 253;
         ip[12..20].copy_from_slice(&[192, 0, 2, 1, 192, 0, 2, 2]);
+        ip[20..].copy_from_slice(outer_options);
         let c = !ones_complement_sum(&ip);
         ip[10..12].copy_from_slice(&c.to_be_bytes());
         f.extend_from_slice(&ip);
@@ -519,5 +531,144 @@ mod tests {
         }
         assert_eq!(r, Err(GsoError::Invalid));
         assert!(emitted.is_empty());
+    }
+
+    /// A tunnelled segment's inner and outer IDs were merged each by its own rule
+    /// ([`SegmentInfo::fixed_id`](crate::SegmentInfo::fixed_id) and
+    /// [`SegmentInfo::fixed_outer_id`](crate::SegmentInfo::fixed_outer_id) may differ), so each
+    /// steps by its own flag.
+    #[test]
+    fn resegment_steps_inner_and_outer_ids_each_by_its_own_fixed_flag() {
+        let payload: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+        let frame = tunnelled_with(&payload, (0x1000, 0x2000), &[]);
+        let meta = RxMeta::ethernet(0);
+        let inner_l3 = parse::parse_with::<Toy>(&frame, &meta).unwrap().l3 as usize;
+        let id_at = |f: &[u8], l3: usize| u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]);
+        for fixed in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut out = [0u8; 2000];
+            let mut ids = Vec::new();
+            let n = resegment_with::<Toy>(&frame, &meta, 1000, fixed, &mut out, |f| {
+                ids.push((id_at(f, inner_l3), id_at(f, 14)));
+            })
+            .unwrap();
+            assert_eq!(n, 3);
+            let want: Vec<(u16, u16)> = (0..3u16)
+                .map(|i| {
+                    let step = |f: bool| if f { 0 } else { i };
+                    (0x1000 + step(fixed.0), 0x2000 + step(fixed.1))
+                })
+                .collect();
+            assert_eq!(ids, want, "fixed (inner, outer) {fixed:?}");
+        }
+    }
+
+    /// The coalescer never merges IPv4 headers with options, outer ones included, so there is
+    /// nothing to cut.
+    #[test]
+    fn outer_ipv4_options_are_refused() {
+        let payload = [0x5au8; 2500];
+        let frame = tunnelled_with(&payload, (0, 0), &[1, 1, 1, 0]);
+        let meta = RxMeta::ethernet(0);
+        let p = parse::parse_with::<Toy>(&frame, &meta).unwrap();
+        assert!(p.tunnel.is_some_and(|t| t.outer.options));
+        assert_eq!(Layout::from_parsed(&p, &frame), Err(GsoError::Invalid));
+        let mut out = [0u8; 2000];
+        let r = resegment_with::<Toy>(&frame, &meta, 1000, (false, false), &mut out, |_| {
+            panic!("emitted on error")
+        });
+        assert_eq!(r, Err(GsoError::Invalid));
+    }
+
+    #[test]
+    fn an_outer_ip_header_overlapping_the_encapsulation_is_refused() {
+        let frame = tunnelled_with(&[0x5a; 100], (0, 0), &[]);
+        let p = parse::parse_with::<Toy>(&frame, &RxMeta::ethernet(0)).unwrap();
+        assert!(Layout::from_parsed(&p, &frame).is_ok());
+        for v6 in [false, true] {
+            let mut q = p;
+            let t = q.tunnel.as_mut().unwrap();
+            // The encapsulation header starts inside the outer IP header (20 or 40 bytes),
+            // and ends before the inner one.
+            t.outer.v6 = v6;
+            t.encap = t.outer_l3 + 16;
+            assert_eq!(
+                Layout::from_parsed(&q, &frame),
+                Err(GsoError::Invalid),
+                "v6 {v6}"
+            );
+        }
+    }
+
+    /// Bytes after the IP datagram (Ethernet padding) belong to no frame: the output is that of
+    /// the frame without them, whether it is cut or passed whole.
+    #[test]
+    fn padding_after_the_datagram_is_not_payload() {
+        let payload: Vec<u8> = (0..2500u32).map(|i| (i * 7) as u8).collect();
+        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+            .seq(1)
+            .ack(1)
+            .flags(TCP_ACK | TCP_PSH)
+            .payload(&payload);
+        let bytes = |s: &FrameSpec<'_>| {
+            let mut b = vec![0u8; s.len()];
+            s.write(&mut b).unwrap();
+            b
+        };
+        let plain = bytes(&spec);
+        let padded = bytes(&spec.padding(&[0xee; 7]));
+        assert_eq!(padded.len(), plain.len() + 7);
+        let meta = RxMeta::ethernet(0);
+        let mut out = [0u8; 4000];
+        for gso_size in [0, 1000, 2500, 3000] {
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            resegment(&plain, &meta, gso_size, false, &mut out, |f| {
+                want.push(f.to_vec())
+            })
+            .unwrap();
+            resegment(&padded, &meta, gso_size, false, &mut out, |f| {
+                got.push(f.to_vec())
+            })
+            .unwrap();
+            assert_eq!(got, want, "resegment, gso_size {gso_size}");
+        }
+        let (mut want, mut got) = (Vec::new(), Vec::new());
+        segment_frame(&plain, &meta, 1000, &mut out, |f| want.push(f.to_vec())).unwrap();
+        segment_frame(&padded, &meta, 1000, &mut out, |f| got.push(f.to_vec())).unwrap();
+        assert_eq!(want.len(), 3);
+        assert_eq!(got, want, "segment_frame");
+    }
+
+    /// A frame whose payload fits one segment is emitted as it is, checksum included (not
+    /// rebuilt), however its payload compares with `gso_size`; and an output buffer of exactly
+    /// one full frame is enough.
+    #[test]
+    fn a_frame_of_one_segment_is_emitted_as_it_is() {
+        let payload = [0x5au8; 1000];
+        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+            .seq(1)
+            .ack(1)
+            .flags(TCP_ACK | TCP_PSH)
+            .payload(&payload)
+            .corrupt(Corrupt::TcpChecksum);
+        let mut frame = vec![0u8; spec.len()];
+        spec.write(&mut frame).unwrap();
+        let meta = RxMeta::ethernet(0);
+        for gso_size in [0, 1000, 1001] {
+            let mut out = vec![0u8; frame.len()];
+            let mut got = Vec::new();
+            let n = resegment(&frame, &meta, gso_size, false, &mut out, |f| {
+                got.push(f.to_vec())
+            })
+            .unwrap();
+            assert_eq!((n, got), (1, vec![frame.clone()]), "gso_size {gso_size}");
+        }
+        let hdr = frame.len() - payload.len();
+        let mut out = vec![0u8; hdr + 400];
+        let n = resegment(&frame, &meta, 400, false, &mut out, |_| ()).unwrap();
+        assert_eq!(n, 3);
+        assert_eq!(
+            resegment(&frame, &meta, 400, false, &mut out[..hdr + 399], |_| ()),
+            Err(GsoError::BufferTooSmall { needed: hdr + 400 })
+        );
     }
 }

@@ -59,3 +59,25 @@ proptest! {
         let _ = segment_with(&p, &frame);
     }
 }
+
+#[test]
+fn an_ip_header_overlapping_the_tcp_header_is_refused() {
+    // The TCP header starts inside the IPv4 (20 bytes) or IPv6 (40 bytes) header, with room
+    // for itself before the payload.
+    for (v6, l4) in [(false, 10), (true, 20)] {
+        let mut p = Parsed {
+            l3: 0,
+            l4,
+            payload: l4 + 20,
+            ..Parsed::EMPTY
+        };
+        p.ip.v6 = v6;
+        let frame = [0u8; 60];
+        assert_eq!(
+            Layout::from_parsed(&p, &frame).err(),
+            Some(GsoError::Invalid),
+            "v6 {v6}"
+        );
+        assert_eq!(segment_with(&p, &frame), Err(GsoError::Invalid), "v6 {v6}");
+    }
+}
