@@ -308,4 +308,89 @@ mod tests {
             sort_key(1, RssType::Ipv6, 0) >> ARRIVAL_BITS
         );
     }
+
+    /// Each (type, hash) of `got` is one contiguous run, in arrival order, and `got` is a
+    /// permutation of `input`.
+    fn assert_grouped(got: &[u64], input: &[u64]) {
+        let (mut a, mut b) = (got.to_vec(), input.to_vec());
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "not a permutation");
+        let mut seen = std::collections::HashSet::new();
+        for (i, &k) in got.iter().enumerate() {
+            let group = k >> ARRIVAL_BITS;
+            if i > 0 && got[i - 1] >> ARRIVAL_BITS == group {
+                assert!(got[i - 1] & ARRIVAL_MASK < k & ARRIVAL_MASK, "{got:x?}");
+            } else {
+                assert!(seen.insert(group), "group {group:x} split: {got:x?}");
+            }
+        }
+    }
+
+    const KINDS: [RssType; 5] = [
+        RssType::Opaque,
+        RssType::Ipv4,
+        RssType::TcpIpv4,
+        RssType::Ipv6,
+        RssType::TcpIpv6,
+    ];
+
+    #[test]
+    fn every_hash_type_has_its_own_place_in_the_order() {
+        // Types in `RssType` order, whatever the hash and arrival: two types never share a
+        // group, even with equal hashes.
+        for pair in KINDS.windows(2) {
+            assert!(
+                sort_key(u32::MAX, pair[0], ARRIVAL_MASK as u32) < sort_key(0, pair[1], 0),
+                "{:?} before {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+
+    #[test]
+    fn group_keys_splits_groups_that_differ_in_one_bit() {
+        // One bucket holds every key, so every bit of type and hash must tell two groups
+        // apart: hashes one bit apart, and equal hashes of two types.
+        let h = 0x5555_5555u32;
+        let pairs = (0..32)
+            .map(|bit| ((h, RssType::TcpIpv4), (h ^ (1 << bit), RssType::TcpIpv4)))
+            .chain(KINDS.windows(2).map(|w| ((h, w[0]), (h, w[1]))));
+        for (a, b) in pairs {
+            let input: Vec<u64> = (0..40u32)
+                .map(|i| {
+                    let (hash, kind) = if i % 2 == 0 { a } else { b };
+                    sort_key(hash, kind, i)
+                })
+                .collect();
+            let mut got = input.clone();
+            let (mut scratch, mut counts) = (vec![0; got.len()], [0u32; 1]);
+            group_keys(&mut got, &mut scratch, &mut counts);
+            assert_grouped(&got, &input);
+        }
+    }
+
+    #[test]
+    fn group_keys_without_room_sorts_and_with_more_room_groups() {
+        let input: Vec<u64> = (0..100u32)
+            .map(|i| sort_key((i % 7).wrapping_mul(0x9e37_79b9), RssType::TcpIpv4, i))
+            .collect();
+        let mut sorted = input.clone();
+        sorted.sort_unstable();
+        // No buckets, or scratch shorter than the keys: a full sort.
+        for (scratch_len, buckets) in [(100, 0), (99, 100), (0, 100)] {
+            let mut got = input.clone();
+            let (mut scratch, mut counts) = (vec![0; scratch_len], vec![0; buckets]);
+            group_keys(&mut got, &mut scratch, &mut counts);
+            assert_eq!(got, sorted, "scratch {scratch_len}, buckets {buckets}");
+        }
+        // Scratch longer than the keys is room enough.
+        for scratch_len in [101, 300] {
+            let mut got = input.clone();
+            let (mut scratch, mut counts) = (vec![0; scratch_len], vec![0; 100]);
+            group_keys(&mut got, &mut scratch, &mut counts);
+            assert_grouped(&got, &input);
+        }
+    }
 }

@@ -282,7 +282,7 @@ mod tests {
     extern crate std;
     use crate::coalesce::{Config, Segment};
     use crate::meta::RxChecksum;
-    use crate::testing::{FrameSpec, TCP_ACK, TPID_8021AD, TPID_8021Q};
+    use crate::testing::{FrameSpec, IpSpec, TCP_ACK, TPID_8021AD, TPID_8021Q};
     use crate::{Engine, RssType, Sizes};
     use proptest::prelude::*;
     use std::boxed::Box;
@@ -670,5 +670,55 @@ mod tests {
                 prop_assert_eq!(Some(hash), parsed_hash(t, &b, &meta), "{:02x?}", b);
             }
         }
+    }
+
+    /// A queued frame counts as held, and every way out (an idle flush, `into_inner`) feeds
+    /// the queue to the inner engine, down to a single frame.
+    #[test]
+    fn a_single_queued_frame_is_held_until_fed() {
+        let inner: Engine<Vec<u8>, Sizes<4, 8>> = Engine::new(Config::lro());
+        let mut engine: RssSorted<_, Vec<u8>, 8> = RssSorted::new(inner);
+        let mut trace = Trace::default();
+        engine.push(data_frame(1, 0, false), &meta(None), &mut trace);
+        assert_eq!((engine.queued(), engine.held_frames()), (1, 1));
+        engine.flush_idle(1, &mut trace);
+        assert_eq!((engine.queued(), engine.held_frames()), (0, 0));
+        assert_eq!(trace.out, [(1, 0)]);
+        engine.push(data_frame(1, 1, false), &meta(None), &mut trace);
+        assert_eq!(engine.held_frames(), 1);
+        let inner = engine.into_inner(&mut trace);
+        assert_eq!(trace.out, [(1, 0), (1, 1)]);
+        assert_eq!((inner.stats().frames_in, inner.held_frames()), (2, 0));
+    }
+
+    /// A fragment's ports are unknown: its software hash is over the addresses alone, as a
+    /// NIC hashes it (`NDIS_HASH_IPV4`).
+    #[test]
+    fn a_fragment_is_hashed_on_its_addresses_alone() {
+        let payload = [0x5au8; PAY];
+        let mut spec = FrameSpec::ipv4_tcp(10001, 5201)
+            .flags(TCP_ACK)
+            .payload(&payload);
+        let IpSpec::V4(v4) = &mut spec.ip else {
+            unreachable!("an IPv4 spec")
+        };
+        v4.mf = true;
+        let (src, dst) = (v4.src, v4.dst);
+        let mut frame = vec![0u8; spec.len()];
+        spec.write(&mut frame).unwrap();
+        let inner = SeenHashes {
+            seen: Vec::new(),
+            stats: Stats::new(),
+        };
+        let mut s: RssSorted<SeenHashes, Vec<u8>, 8> = RssSorted::new(inner);
+        let mut trace = Trace::default();
+        s.push(frame, &meta(None), &mut trace);
+        s.flush_all(&mut trace);
+        let want = RssHash {
+            value: Toeplitz::microsoft().ipv4(src, dst),
+            kind: RssType::Ipv4,
+        };
+        assert_eq!(s.inner().seen, [Some(want)]);
+        assert_eq!(s.rss_stats().software_hashes, 1);
     }
 }
