@@ -136,4 +136,59 @@ mod tests {
         assert!(!before(5, 5));
         assert!(before(1, 1 << 30));
     }
+
+    #[test]
+    fn timestamp_layout_needs_every_kind_byte() {
+        let ts = [1, 1, 8, 10, 1, 2, 3, 4, 5, 6, 7, 8];
+        assert_eq!(ts[..4], TS_KINDS);
+        let opts = TcpOptions::classify(&ts);
+        // Distinct bytes, so a byte taken from the wrong place shows.
+        assert_eq!(
+            opts,
+            TcpOptions::Timestamp {
+                val: 0x0102_0304,
+                ecr: 0x0506_0708
+            }
+        );
+        assert_eq!(opts.timestamps(), Some((0x0102_0304, 0x0506_0708)));
+        assert_eq!(TcpOptions::None.timestamps(), None);
+        assert_eq!(TcpOptions::Other.timestamps(), None);
+        // Any other byte in any of the four kind positions is another layout.
+        for at in 0..TS_KINDS.len() {
+            let mut other = ts;
+            other[at] ^= 0x40;
+            assert_eq!(TcpOptions::classify(&other), TcpOptions::Other, "byte {at}");
+        }
+    }
+
+    #[test]
+    fn flag_bits_are_the_rfcs() {
+        // The flags byte from its least significant bit: RFC 9293 section 3.1, RFC 3168
+        // section 6.1 for ECE and CWR. (The merge rules compare whole flag bytes, so a wrong
+        // constant would show nowhere else.)
+        let bits = [
+            flags::FIN,
+            flags::SYN,
+            flags::RST,
+            flags::PSH,
+            flags::ACK,
+            flags::URG,
+            flags::ECE,
+            flags::CWR,
+        ];
+        for (k, bit) in bits.into_iter().enumerate() {
+            assert_eq!(bit, 1 << k, "bit {k}");
+        }
+    }
+
+    #[test]
+    fn serial_order_at_half_the_space_is_linuxs() {
+        // RFC 1982 leaves values 2^31 apart unordered; Linux `before()` (`(s32)(a - b) < 0`)
+        // says each is before the other, and so does this.
+        assert!(before(0, 1 << 31));
+        assert!(before(1 << 31, 0));
+        assert!(before(7, 7 + (1 << 31)));
+        assert!(!before(0, (1 << 31) + 1));
+        assert!(before(0, (1 << 31) - 1));
+    }
 }
