@@ -1028,6 +1028,13 @@ mod tests {
     fn every_parameter_bound_is_exact() {
         // What the error names; an edit to the last value accepted; one to the first refused.
         type Edit = fn(&mut SimConfig);
+        fn tcp(c: &mut SimConfig, mss: u32, window: u32) {
+            c.workload = Workload::Tcp {
+                mss,
+                window,
+                coalesce: true,
+            };
+        }
         let cases: [(&str, Edit, Edit); 16] = [
             (
                 "offered_rate",
@@ -1058,58 +1065,12 @@ mod tests {
                 |c| c.socket_queue = MAX_SOCKET_QUEUE as u32,
                 |c| c.socket_queue = MAX_SOCKET_QUEUE as u32 + 1,
             ),
-            (
-                "mss",
-                |c| {
-                    c.workload = Workload::Tcp {
-                        mss: 1,
-                        window: 512,
-                        coalesce: true,
-                    }
-                },
-                |c| {
-                    c.workload = Workload::Tcp {
-                        mss: 0,
-                        window: 512,
-                        coalesce: true,
-                    }
-                },
-            ),
+            ("mss", |c| tcp(c, 1, 512), |c| tcp(c, 0, 512)),
+            ("window", |c| tcp(c, 1992, 1), |c| tcp(c, 1992, 0)),
             (
                 "window",
-                |c| {
-                    c.workload = Workload::Tcp {
-                        mss: 1992,
-                        window: 1,
-                        coalesce: true,
-                    }
-                },
-                |c| {
-                    c.workload = Workload::Tcp {
-                        mss: 1992,
-                        window: 0,
-                        coalesce: true,
-                    }
-                },
-            ),
-            (
-                "window",
-                |c| {
-                    let window = MAX_SOCKET_QUEUE as u32;
-                    c.workload = Workload::Tcp {
-                        mss: 1992,
-                        window,
-                        coalesce: true,
-                    };
-                },
-                |c| {
-                    let window = MAX_SOCKET_QUEUE as u32 + 1;
-                    c.workload = Workload::Tcp {
-                        mss: 1992,
-                        window,
-                        coalesce: true,
-                    };
-                },
+                |c| tcp(c, 1992, MAX_SOCKET_QUEUE as u32),
+                |c| tcp(c, 1992, MAX_SOCKET_QUEUE as u32 + 1),
             ),
             (
                 "payload",
