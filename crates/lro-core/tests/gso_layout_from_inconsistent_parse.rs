@@ -16,6 +16,16 @@ fn segment_with(p: &Parsed, frame: &[u8]) -> Result<usize, GsoError> {
     gso::segment(&layout, &frame[..hdr], [&body[..]], 10, &mut out, |_| ())
 }
 
+/// Both a layout from `p` and segmenting with it are refused as `Invalid`.
+fn assert_refused(p: &Parsed, frame: &[u8], case: &str) {
+    assert_eq!(
+        Layout::from_parsed(p, frame).err(),
+        Some(GsoError::Invalid),
+        "{case}"
+    );
+    assert_eq!(segment_with(p, frame), Err(GsoError::Invalid), "{case}");
+}
+
 #[test]
 fn offsets_that_are_not_a_header_stack_are_refused_not_a_panic() {
     // (TCP offset, payload offset) in a 40-byte frame: the TCP header "at" 60, past the
@@ -27,13 +37,7 @@ fn offsets_that_are_not_a_header_stack_are_refused_not_a_panic() {
             payload,
             ..Parsed::EMPTY
         };
-        let frame = [0u8; 40];
-        assert_eq!(
-            Layout::from_parsed(&p, &frame).err(),
-            Some(GsoError::Invalid),
-            "l4 {l4}"
-        );
-        assert_eq!(segment_with(&p, &frame), Err(GsoError::Invalid), "l4 {l4}");
+        assert_refused(&p, &[0u8; 40], &format!("l4 {l4}"));
     }
 }
 
@@ -72,12 +76,6 @@ fn an_ip_header_overlapping_the_tcp_header_is_refused() {
             ..Parsed::EMPTY
         };
         p.ip.v6 = v6;
-        let frame = [0u8; 60];
-        assert_eq!(
-            Layout::from_parsed(&p, &frame).err(),
-            Some(GsoError::Invalid),
-            "v6 {v6}"
-        );
-        assert_eq!(segment_with(&p, &frame), Err(GsoError::Invalid), "v6 {v6}");
+        assert_refused(&p, &[0u8; 60], &format!("v6 {v6}"));
     }
 }
