@@ -443,7 +443,9 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::encap::{EncapFix, EncapHeader, Inner};
-    use crate::testing::{ones_complement_sum, Corrupt, FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
+    use crate::testing::{
+        bytes_of, ones_complement_sum, Corrupt, FrameSpec, IpSpec, TCP_ACK, TCP_PSH,
+    };
     use std::vec;
     use std::vec::Vec;
 
@@ -484,8 +486,7 @@ mod tests {
         if let IpSpec::V4(v4) = &mut spec.ip {
             v4.id = ids.0;
         }
-        let mut inner = vec![0u8; spec.len()];
-        spec.write(&mut inner).unwrap();
+        let inner = bytes_of(&spec);
         let mut f = vec![0u8; 14];
         f[12..14].copy_from_slice(&[0x08, 0x00]);
         let hlen = 20 + outer_options.len();
@@ -609,13 +610,8 @@ mod tests {
             .ack(1)
             .flags(TCP_ACK | TCP_PSH)
             .payload(&payload);
-        let bytes = |s: &FrameSpec<'_>| {
-            let mut b = vec![0u8; s.len()];
-            s.write(&mut b).unwrap();
-            b
-        };
-        let plain = bytes(&spec);
-        let padded = bytes(&spec.padding(&[0xee; 7]));
+        let plain = bytes_of(&spec);
+        let padded = bytes_of(&spec.padding(&[0xee; 7]));
         assert_eq!(padded.len(), plain.len() + 7);
         let meta = RxMeta::ethernet(0);
         let mut out = [0u8; 4000];
@@ -650,8 +646,7 @@ mod tests {
             .flags(TCP_ACK | TCP_PSH)
             .payload(&payload)
             .corrupt(Corrupt::TcpChecksum);
-        let mut frame = vec![0u8; spec.len()];
-        spec.write(&mut frame).unwrap();
+        let frame = bytes_of(&spec);
         let meta = RxMeta::ethernet(0);
         for gso_size in [0, 1000, 1001] {
             let mut out = vec![0u8; frame.len()];

@@ -856,6 +856,18 @@ pub fn padding_is_neutral(padding: &[u8]) -> bool {
     matches!(ones_complement_sum(padding), 0x0000 | 0xffff)
 }
 
+/// `spec`'s frame in a buffer of its length, for lro-core's own unit tests: they cannot link
+/// lro-testkit (a second copy of this crate), whose `frame::bytes_of` serves every other test.
+#[cfg(test)]
+pub(crate) fn bytes_of(spec: &FrameSpec<'_>) -> std::vec::Vec<u8> {
+    let mut b = std::vec![0u8; spec.len()];
+    spec.write(&mut b).expect("a buffer of the spec's length");
+    b
+}
+
+#[cfg(test)]
+extern crate std;
+
 #[cfg(test)]
 mod tests {
     use super::*;

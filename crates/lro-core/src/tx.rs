@@ -851,7 +851,7 @@ impl<B: AsRef<[u8]>, const N: usize> TxQueue<B, N> {
 mod tests {
     extern crate std;
     use super::*;
-    use crate::testing::{FrameSpec, TCP_ACK, TCP_FIN, TCP_PSH};
+    use crate::testing::{bytes_of, FrameSpec, TCP_ACK, TCP_FIN, TCP_PSH};
     use std::vec;
     use std::vec::Vec;
 
@@ -871,9 +871,7 @@ mod tests {
             .ack(9)
             .flags(flags)
             .payload(&payload);
-        let mut b = vec![0u8; spec.len()];
-        spec.write(&mut b).unwrap();
-        Buf(tag, b)
+        Buf(tag, bytes_of(&spec))
     }
 
     type Q = TxQueue<Buf, 4>;
@@ -1121,8 +1119,7 @@ mod tests {
             .flags(TCP_ACK)
             .payload(&payload)
             .raw_ip();
-        let mut ip = vec![0u8; spec.len()];
-        spec.write(&mut ip).unwrap();
+        let ip = bytes_of(&spec);
         let mut frame = vec![0x08, 0x00, 0, 0];
         frame.extend_from_slice(&ip);
         // A queue for IPoIB frames parses them as IPoIB (not as Ethernet).

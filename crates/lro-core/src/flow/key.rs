@@ -480,21 +480,19 @@ mod tests {
             k.pseudo_header(),
             PseudoHeader::new(&[198, 18, 0, 1], &[198, 18, 0, 2], 6)
         );
-        let a: Ipv6Addr = "fd00::1".parse().unwrap();
-        let b: Ipv6Addr = "fd00::2".parse().unwrap();
-        let k6 = FlowKey::tcp(a.into(), b.into(), 1, 2);
-        assert_eq!(
-            k6.pseudo_header(),
-            PseudoHeader::new(&a.octets(), &b.octets(), 6)
-        );
-        // Addresses whose 64-bit halves, and the sums of those, carry out.
-        let c: Ipv6Addr = "fe80::ffff:ffff:ffff:ff01".parse().unwrap();
-        let d: Ipv6Addr = "ff02::1:ff00:1".parse().unwrap();
-        let k6 = FlowKey::tcp(c.into(), d.into(), 1, 2);
-        assert_eq!(
-            k6.pseudo_header(),
-            PseudoHeader::new(&c.octets(), &d.octets(), 6)
-        );
+        // The second pair's 64-bit halves, and the sums of those, carry out.
+        for (a, b) in [
+            ("fd00::1", "fd00::2"),
+            ("fe80::ffff:ffff:ffff:ff01", "ff02::1:ff00:1"),
+        ] {
+            let (a, b): (Ipv6Addr, Ipv6Addr) = (a.parse().unwrap(), b.parse().unwrap());
+            let k6 = FlowKey::tcp(a.into(), b.into(), 1, 2);
+            assert_eq!(
+                k6.pseudo_header(),
+                PseudoHeader::new(&a.octets(), &b.octets(), 6),
+                "{a} > {b}"
+            );
+        }
     }
 
     #[test]

@@ -282,7 +282,7 @@ mod tests {
     extern crate std;
     use crate::coalesce::{Config, Segment};
     use crate::meta::RxChecksum;
-    use crate::testing::{FrameSpec, IpSpec, TCP_ACK, TPID_8021AD, TPID_8021Q};
+    use crate::testing::{bytes_of, FrameSpec, IpSpec, TCP_ACK, TPID_8021AD, TPID_8021Q};
     use crate::{Engine, RssType, Sizes};
     use proptest::prelude::*;
     use std::boxed::Box;
@@ -310,10 +310,7 @@ mod tests {
             .flags(TCP_ACK)
             .window(1000)
             .payload(&payload);
-        let mut buf = vec![0u8; spec.len()];
-        let len = spec.write(&mut buf).unwrap();
-        buf.truncate(len);
-        buf
+        bytes_of(&spec)
     }
 
     fn meta(nic_hash: Option<u32>) -> RxMeta {
@@ -643,9 +640,7 @@ mod tests {
                 1 => spec.vlan(TPID_8021Q, 5),
                 _ => spec.vlan(TPID_8021AD, 6),
             };
-            let mut b = vec![0u8; spec.len()];
-            let len = spec.write(&mut b).unwrap();
-            b.truncate(len);
+            let mut b = bytes_of(&spec);
             let t = Toeplitz::microsoft();
             let meta = match link {
                 0 => RxMeta::ethernet(0),
@@ -704,8 +699,7 @@ mod tests {
         };
         v4.mf = true;
         let (src, dst) = (v4.src, v4.dst);
-        let mut frame = vec![0u8; spec.len()];
-        spec.write(&mut frame).unwrap();
+        let frame = bytes_of(&spec);
         let inner = SeenHashes {
             seen: Vec::new(),
             stats: Stats::new(),
