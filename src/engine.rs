@@ -192,13 +192,12 @@ impl EngineArgs {
     /// The metadata `frame` (as the engine sees it) arrives with: `base` (its link, time and
     /// any stripped tag) with the checksum state `--csum` says.
     pub(crate) fn meta(&self, base: RxMeta, frame: &[u8]) -> RxMeta {
-        let (meta, link) = (base, base.link);
         match self.csum {
-            CsumArg::Verify => meta,
-            CsumArg::Trust => meta.with_checksum(RxChecksum::Verified),
+            CsumArg::Verify => base,
+            CsumArg::Trust => base.with_checksum(RxChecksum::Verified),
             CsumArg::Complete => {
-                let summed = frame.get(link.header_len()..).unwrap_or(&[]);
-                meta.with_checksum(RxChecksum::Complete(lro_core::csum::sum(summed)))
+                let summed = frame.get(base.link.header_len()..).unwrap_or(&[]);
+                base.with_checksum(RxChecksum::Complete(lro_core::csum::sum(summed)))
             }
         }
     }
