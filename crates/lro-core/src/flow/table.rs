@@ -353,9 +353,14 @@ impl<T: Copy + Eq> Index<'_, T> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
     use crate::encap::NoTunnel;
     use crate::flow::FlowKey;
+    use proptest::prelude::*;
+    use std::vec;
+    use std::vec::Vec;
 
     struct Arrays<const N: usize> {
         buckets: [u16; N],
@@ -491,5 +496,167 @@ mod tests {
         assert_eq!(idx.insert(6, &key(6)).map(|t| t.slot), Some(s[3]));
         assert_eq!(idx.insert(7, &key(7)).map(|t| t.slot), None);
         assert!(idx.is_full());
+    }
+
+    /// What the index should do, kept the plain way: per entry its flow (a key number), and
+    /// both lists as vectors from the oldest to the newest entry.
+    #[derive(Debug, Default)]
+    struct Model {
+        used: u16,
+        flow: Vec<Option<u8>>,
+        held: Vec<u16>,
+        idle: Vec<u16>,
+    }
+
+    impl Model {
+        fn slot_of(&self, k: u8) -> Option<u16> {
+            (0..self.used).find(|&s| self.flow[usize::from(s)] == Some(k))
+        }
+
+        /// A fresh entry, else the oldest idle one if `reuse`.
+        fn take(&mut self, n: u16, reuse: bool) -> Option<Taken> {
+            if self.used < n {
+                self.used += 1;
+                return Some(Taken {
+                    slot: self.used - 1,
+                    reused: false,
+                });
+            }
+            let slot = *self.idle.first().filter(|_| reuse)?;
+            self.idle.remove(0);
+            Some(Taken { slot, reused: true })
+        }
+
+        fn remove(list: &mut Vec<u16>, slot: u16) -> bool {
+            let at = list.iter().position(|&s| s == slot);
+            at.map(|i| list.remove(i)).is_some()
+        }
+    }
+
+    /// One call on the index: flows by key number, entries by slot (a call on an entry never
+    /// used, or one the engine would not make, is skipped).
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u8),
+        InsertIdle(u8, bool),
+        Activate(u16),
+        Park(u16),
+        Touch(u16),
+        Rehash(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0u8..12).prop_map(Op::Insert),
+            2 => (0u8..12, any::<bool>()).prop_map(|(k, r)| Op::InsertIdle(k, r)),
+            2 => (0u16..8).prop_map(Op::Activate),
+            3 => (0u16..8).prop_map(Op::Park),
+            2 => (0u16..8).prop_map(Op::Touch),
+            1 => (1u32..8).prop_map(Op::Rehash),
+        ]
+    }
+
+    /// Few buckets' worth of distinct hashes, so that chains form and entries leave the
+    /// middle of them.
+    fn hash(k: u8, seed: u32) -> u32 {
+        (u32::from(k) * seed) % 5
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Against a plain model, after every call: each flow is found in its entry (or not at
+        /// all), entries are taken fresh first and then idle oldest first (inserted idle at
+        /// the oldest end), both LRU orders are the model's, read through `oldest` and
+        /// `newer` (held) and through which entry is taken next (idle), and `is_full` and
+        /// `has_fresh` say what the model says.
+        #[test]
+        fn the_index_behaves_as_its_model(
+            eight in any::<bool>(),
+            ops in proptest::collection::vec(op(), 0..64),
+        ) {
+            let mut a8 = Arrays::<8>::new();
+            let mut a4 = Arrays::<4>::new();
+            let mut idx = if eight { a8.index() } else { a4.index() };
+            let n = idx.links.len() as u16;
+            let mut m = Model { flow: vec![None; usize::from(n)], ..Model::default() };
+            let mut seed = 1u32;
+            for op in ops {
+                match op {
+                    Op::Insert(k) | Op::InsertIdle(k, _) if m.slot_of(k).is_some() => {}
+                    Op::Insert(k) => {
+                        let want = m.take(n, true);
+                        prop_assert_eq!(idx.insert(hash(k, seed), &key(k)), want);
+                        if let Some(t) = want {
+                            m.flow[usize::from(t.slot)] = Some(k);
+                            m.held.push(t.slot);
+                        }
+                    }
+                    Op::InsertIdle(k, reuse) => {
+                        let mut asked = None;
+                        let got = idx.insert_idle(hash(k, seed), &key(k), |s| {
+                            asked = Some(s);
+                            reuse
+                        });
+                        // Asked about the oldest idle entry, and only when none is fresh.
+                        let ask = m.idle.first().copied().filter(|_| m.used == n);
+                        let want = m.take(n, reuse);
+                        prop_assert_eq!(got, want);
+                        prop_assert_eq!(asked, ask);
+                        if let Some(t) = want {
+                            m.flow[usize::from(t.slot)] = Some(k);
+                            m.idle.insert(0, t.slot);
+                        }
+                    }
+                    Op::Activate(i) | Op::Park(i) | Op::Touch(i) if i >= m.used => {}
+                    Op::Activate(s) => {
+                        idx.activate(s);
+                        if Model::remove(&mut m.idle, s) {
+                            m.held.push(s);
+                        }
+                    }
+                    Op::Park(s) => {
+                        idx.park(s);
+                        if Model::remove(&mut m.held, s) {
+                            m.idle.push(s);
+                        }
+                    }
+                    // The engine touches held entries only.
+                    Op::Touch(s) if !m.held.contains(&s) => {}
+                    Op::Touch(s) => {
+                        idx.touch(s);
+                        Model::remove(&mut m.held, s);
+                        m.held.push(s);
+                    }
+                    Op::Rehash(new) => {
+                        seed = new;
+                        idx.rehash(|k| hash(k.flow.src_port() as u8, new));
+                    }
+                }
+                for k in 0..12 {
+                    prop_assert_eq!(idx.find(hash(k, seed), &key(k)), m.slot_of(k), "flow {}", k);
+                }
+                let mut held = Vec::new();
+                let mut at = idx.oldest();
+                while let Some(s) = at {
+                    prop_assert!(held.len() < usize::from(n), "the held list loops");
+                    held.push(s);
+                    at = idx.newer(s);
+                }
+                prop_assert_eq!(&held, &m.held);
+                prop_assert_eq!(idx.has_fresh(), m.used < n);
+                prop_assert_eq!(idx.is_full(), m.used == n && m.idle.is_empty());
+            }
+            // The idle order, oldest first: new flows take the idle entries in it.
+            let mut taken = Vec::new();
+            for k in 100..100 + n as u8 {
+                match idx.insert(hash(k, seed), &key(k)) {
+                    Some(t) if t.reused => taken.push(t.slot),
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+            prop_assert_eq!(taken, m.idle);
+        }
     }
 }
