@@ -1131,6 +1131,85 @@ mod tests {
         });
     }
 
+    /// Sent frames are counted with their bytes when queued; once the kernel completes them,
+    /// every transmit chunk is free again and none in flight. A kick threshold above the pool
+    /// is capped at it: queueing the whole pool kicks at once, without waiting for `flush` or
+    /// for the next frame to find no free chunk.
+    #[test]
+    fn sent_frames_are_counted_and_their_chunks_come_back() {
+        on_private_lo(|xdp| {
+            let config = small().with_auto_kick(Some(32));
+            let mut sock = xdp.socket(0, &config).expect("socket");
+            let tx = sock.tx();
+            let lens = [60, 61, 100, 1000, 60, 77, 90, 64];
+            assert_eq!(lens.len(), tx.account().total as usize, "the whole pool");
+            for len in lens {
+                let mut f = lo_frame();
+                f.resize(len, 0xff);
+                tx.send(&f).expect("sent");
+            }
+            let s = tx.stats();
+            assert_eq!(tx.pending(), 0, "kicked when the pool was queued: {s:?}");
+            assert!(s.kicks > 0, "{s:?}");
+            let bytes: usize = lens.iter().sum();
+            assert_eq!(
+                (s.frames, s.bytes, s.dropped),
+                (8, bytes as u64, 0),
+                "{s:?}"
+            );
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while tx.stats().completed < 8 {
+                assert!(std::time::Instant::now() < deadline, "{:?}", tx.stats());
+                tx.complete();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let a = tx.account();
+            assert!(a.is_conserved(), "{a:?}");
+            assert_eq!((a.free, a.in_flight, tx.in_flight()), (8, 0, 0), "{a:?}");
+        });
+    }
+
+    /// Receive counters, and the account while frames wait in the socket's batch: a read of
+    /// the RX ring that found a single frame counts as a batch, bytes are counted per frame
+    /// handed out, and frames read from the ring but not yet handed out are claimed (their
+    /// chunks are held).
+    #[test]
+    fn received_frames_are_counted_and_accounted_while_batched() {
+        on_private_lo(|xdp| {
+            let mut sock = xdp.socket(0, &small()).expect("socket");
+            // Sends frames of these lengths and waits until all are in the RX ring.
+            let arrive = |sock: &mut XskSocket, lens: &[usize]| {
+                for &len in lens {
+                    let mut f = lo_frame();
+                    f.resize(len, 0xff);
+                    sock.tx().send(&f).expect("sent");
+                }
+                assert_eq!(sock.tx().flush(), 0);
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while (sock.rx().account().rx_ring as usize) < lens.len() {
+                    assert!(std::time::Instant::now() < deadline, "frames lost");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            };
+            arrive(&mut sock, &[60]);
+            let first = sock.rx().receive_frame().expect("a frame");
+            let s = sock.rx().stats();
+            assert_eq!((s.frames, s.bytes, s.batches), (1, 60, 1), "{s:?}");
+            arrive(&mut sock, &[70, 80, 90]);
+            let second = sock.rx().receive_frame().expect("a frame");
+            assert_eq!(sock.rx().batched(), 2);
+            let s = sock.rx().stats();
+            assert_eq!((s.frames, s.bytes, s.batches), (2, 130, 2), "{s:?}");
+            let a = sock.rx().account();
+            assert!(a.is_conserved(), "{a}");
+            assert_eq!((a.claimed, a.held, a.dropped), (4, 4, 0), "{a}");
+            drop((first, second));
+            let a = sock.rx().account();
+            assert!(a.is_conserved(), "{a}");
+            assert_eq!((a.held, a.returned, a.dropped), (2, 2, 2), "{a}");
+        });
+    }
+
     /// What `XskConfig::frame_size` says: the kernel keeps 256 bytes of headroom in a receive
     /// chunk, so a frame of `frame_size - 256` bytes arrives and one byte more is dropped (and
     /// counted by the kernel), not only frames longer than the chunk. On `lo`, our own

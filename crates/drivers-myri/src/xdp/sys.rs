@@ -897,6 +897,18 @@ mod tests {
 
     const CHUNK: u32 = 2048;
 
+    /// The kernel's limits on a UMEM, refused before anything is mapped: chunks are a power
+    /// of two of at least 2048 bytes, and there is at least one.
+    #[test]
+    fn a_umem_the_kernel_would_refuse_is_not_made() {
+        assert!(Area::new(1, CHUNK).is_ok());
+        assert!(Area::new(1, 4096).is_ok());
+        for size in [0, 1024, 3000, CHUNK + 1] {
+            assert!(Area::new(1, size).is_err(), "chunks of {size} bytes");
+        }
+        assert!(Area::new(0, CHUNK).is_err(), "no chunk");
+    }
+
     #[test]
     fn chunk_handles_are_unique_and_come_back() {
         let area = Area::new(4, CHUNK).unwrap();
