@@ -891,7 +891,12 @@ mod tests {
 
     /// A frame for the loopback receive queue (a local experimental ethertype).
     fn lo_frame() -> Vec<u8> {
-        let mut f = vec![0xffu8; 60];
+        lo_frame_of(60)
+    }
+
+    /// [`lo_frame`] `len` bytes long.
+    fn lo_frame_of(len: usize) -> Vec<u8> {
+        let mut f = vec![0xffu8; len];
         f[12..14].copy_from_slice(&[0x88, 0xb5]);
         f
     }
@@ -1144,9 +1149,7 @@ mod tests {
             let lens = [60, 61, 100, 1000, 60, 77, 90, 64];
             assert_eq!(lens.len(), tx.account().total as usize, "the whole pool");
             for len in lens {
-                let mut f = lo_frame();
-                f.resize(len, 0xff);
-                tx.send(&f).expect("sent");
+                tx.send(&lo_frame_of(len)).expect("sent");
             }
             let s = tx.stats();
             assert_eq!(tx.pending(), 0, "kicked when the pool was queued: {s:?}");
@@ -1180,9 +1183,7 @@ mod tests {
             // Sends frames of these lengths and waits until all are in the RX ring.
             let arrive = |sock: &mut XskSocket, lens: &[usize]| {
                 for &len in lens {
-                    let mut f = lo_frame();
-                    f.resize(len, 0xff);
-                    sock.tx().send(&f).expect("sent");
+                    sock.tx().send(&lo_frame_of(len)).expect("sent");
                 }
                 assert_eq!(sock.tx().flush(), 0);
                 let deadline = std::time::Instant::now() + Duration::from_secs(5);
