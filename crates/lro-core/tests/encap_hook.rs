@@ -7,11 +7,13 @@
 //!
 //! ```text
 //! 0..2 inner EtherType   2 flags (bit 0: never merge, bit 1: checksum)   3 reserved   4..8 key
-//! 8..10 checksum, 10..12 zero       (only with the checksum flag: a 12-byte header)
+//! 8..10 checksum   10..12 length of what follows the header   (only with the checksum flag)
 //! ```
 //!
-//! whose checksum, like GRE's, covers the header and everything after it without a pseudo
-//! header. Frames are built here with `lro_core::testing::FrameSpec` for the inner packet and a
+//! With the checksum flag the header is 12 bytes. Its checksum, like GRE's, covers the header
+//! and everything after it without a pseudo header; its length, like a UDP header's, changes
+//! when segments merge (`fix` writes it from `EncapFix::payload_len`; the engine never reads
+//! it). Frames are built here with `lro_core::testing::FrameSpec` for the inner packet and a
 //! few lines for the outer layers; output is read back with etherparse.
 #![cfg(feature = "test-utils")]
 
@@ -72,6 +74,8 @@ impl Encap for Toy {
         if header[2] & CHECKSUM == 0 {
             return;
         }
+        let len = u16::try_from(fix.payload_len).expect("within an IPv4 datagram");
+        header[10..12].copy_from_slice(&len.to_be_bytes());
         let Some(sum) = fix.payload_sum else { return };
         header[8..10].fill(0);
         let s = add(ones_complement_sum(header), sum);
@@ -143,6 +147,7 @@ fn wrap(outer: Outer, et: u16, inner: &[u8]) -> Vec<u8> {
     f.extend_from_slice(inner);
     mend_outer(&mut f);
     if outer.flags & CHECKSUM != 0 {
+        f[44..46].copy_from_slice(&(inner.len() as u16).to_be_bytes());
         let mut c = !ones_complement_sum(&f[34..]);
         if outer.corrupt {
             c ^= 0x0101;
@@ -215,8 +220,8 @@ fn run(config: Config, frames: &[Vec<u8>], csum: u8) -> (Collect, lro_core::Stat
     (sink, e.stats().clone(), verdicts)
 }
 
-/// Reads a delivered toy frame: the outer IPv4 header and toy checksum right, the inner IPv4
-/// and TCP checksums right; returns the TCP payload.
+/// Reads a delivered toy frame: the outer IPv4 header and the toy's checksum and length right,
+/// the inner IPv4 and TCP checksums right; returns the TCP payload.
 fn check_valid(b: &[u8]) -> Vec<u8> {
     let outer = SlicedPacket::from_ethernet(b).unwrap();
     let Some(NetSlice::Ipv4(o)) = outer.net else {
@@ -234,6 +239,8 @@ fn check_valid(b: &[u8]) -> Vec<u8> {
     if hlen == 12 {
         let s = ones_complement_sum(toy);
         assert!(s == 0xffff || s == 0, "toy checksum");
+        let len = u16::from_be_bytes([toy[10], toy[11]]);
+        assert_eq!(usize::from(len), toy.len() - hlen, "toy length");
     }
     let inner = SlicedPacket::from_ip(&toy[hlen..]).unwrap();
     let Some(NetSlice::Ipv4(i)) = inner.net else {
