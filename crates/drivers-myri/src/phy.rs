@@ -541,6 +541,9 @@ mod tests {
             (s.frames_in, s.frames_to_stack, s.segments_copied),
             (6, 2, 1)
         );
+        // Only the coalesced segment was copied; both went up.
+        assert_eq!(s.bytes_copied, 554);
+        assert_eq!(s.bytes_to_stack, 554 + 60);
         assert!(dev.engine_stats().is_conserved());
         // Every buffer went back to the ring once smoltcp had the bytes.
         assert_eq!(ring.outstanding(), 0);
@@ -577,7 +580,82 @@ mod tests {
         let got = drain(&mut dev);
         assert_eq!(got.len(), 3);
         assert!(got.iter().all(|f| f.len() == 14 + 40 + 3000));
+        // A new configuration is capped the same way.
+        dev.set_config(Config::gro());
+        for k in 9..18 {
+            mac.deliver(&tcp(1 + k * 1000, 1000)).unwrap();
+        }
+        let got = drain(&mut dev);
+        assert_eq!(got.len(), 3, "after set_config");
+        assert!(got.iter().all(|f| f.len() == 14 + 40 + 3000));
         assert_eq!(dev.stats().dropped, 0);
+        assert_eq!(ring.outstanding(), 0);
+    }
+
+    #[test]
+    fn frames_longer_than_the_staging_buffer_pass_uncopied() {
+        let mut storage: RxRingStorage<4, 4> = RxRingStorage::new();
+        let mut mem = vec![0u8; 4 * 2048];
+        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
+        let mut mac = SimMac::new(&ring);
+        // Room for no merged segment at all: every frame goes up alone.
+        let mut staging = vec![0u8; 512];
+        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
+            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
+        let frames: Vec<Vec<u8>> = (0..3).map(|k| tcp(1 + k * 1000, 1000)).collect();
+        for f in &frames {
+            mac.deliver(f).unwrap();
+        }
+        assert_eq!(drain(&mut dev), frames);
+        let s = dev.stats();
+        assert_eq!((s.segments_copied, s.dropped), (0, 0));
+        assert_eq!(ring.outstanding(), 0);
+    }
+
+    #[test]
+    fn a_staging_buffer_beyond_64_kb_merges_up_to_64_kb() {
+        let mut storage: RxRingStorage<64, 64> = RxRingStorage::new();
+        let mut mem = vec![0u8; 64 * 2048];
+        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
+        let mut mac = SimMac::new(&ring);
+        let mut staging = vec![0u8; 100_000];
+        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
+            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
+        // 45 frames of 1400 bytes: one 63,040-byte IP datagram.
+        for k in 0..45 {
+            mac.deliver(&tcp(1 + k * 1400, 1400)).unwrap();
+        }
+        let got = drain(&mut dev);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].len(), 14 + 40 + 45 * 1400);
+        assert_eq!(dev.stats().dropped, 0);
+        assert_eq!(ring.outstanding(), 0);
+    }
+
+    #[test]
+    fn release_all_gives_back_what_waits_for_smoltcp() {
+        use lro_core::testing::TCP_ACK;
+        with_device(|ring, mac, dev: &mut Dev<'_, '_>| {
+            // Three segments: two frames of one flow, one of another, one of a third.
+            for f in [
+                tcp(1, 100),
+                tcp(101, 100),
+                tcp_from(40001, TCP_ACK, 1, 100),
+                tcp_from(40002, TCP_ACK, 1, 100),
+            ] {
+                mac.deliver(&f).unwrap();
+            }
+            let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
+            assert_eq!(rx.consume(|f| f.len()), 14 + 40 + 200);
+            assert_eq!(dev.pending_frames(), 2);
+            dev.release_all();
+            assert_eq!(dev.pending_frames(), 0);
+            assert_eq!(dev.frames_held(), 0);
+            assert_eq!(ring.outstanding(), 0);
+            // Given back on request: not counted as dropped, and not passed up later.
+            assert_eq!(dev.stats().dropped, 0);
+            assert!(drain(dev).is_empty());
+        });
     }
 
     #[test]
@@ -643,6 +721,25 @@ mod tests {
             assert_eq!(s.frames_to_stack, 3);
             let bytes: usize = got.iter().map(Vec::len).sum();
             assert_eq!(s.bytes_to_stack, bytes as u64);
+            assert_eq!(ring.outstanding(), 0);
+        });
+    }
+
+    /// Without coalescing a burst takes as many frames as the queue holds, not one fewer.
+    #[test]
+    fn without_coalescing_a_burst_fills_the_queue() {
+        with_device::<Sizes<8, 48>, 4>(|ring, mac, dev| {
+            dev.set_coalescing(false);
+            let frames: Vec<Vec<u8>> = (0..6).map(|k| tcp(1 + k * 100, 100)).collect();
+            for f in &frames {
+                mac.deliver(f).unwrap();
+            }
+            let (rx, _tx) = dev.receive(Instant::from_millis(0)).unwrap();
+            assert_eq!(rx.consume(|f| f.to_vec()), frames[0]);
+            assert_eq!(dev.stats().frames_in, 4, "the first burst: a queue of four");
+            assert_eq!(dev.pending_frames(), 3);
+            assert_eq!(drain(dev), frames[1..]);
+            assert_eq!(dev.stats().frames_in, 6);
             assert_eq!(ring.outstanding(), 0);
         });
     }
