@@ -487,9 +487,27 @@ mod tests {
     /// The device most cases use: `LroDevice`'s default sizes over a ring.
     type Dev<'s, 'r> = LroDevice<'s, &'r RxRing<'r>, Loopback>;
 
-    /// Runs `f` on what most cases need: a ring of eight 2048-byte slots, the simulated MAC
-    /// that fills it, and a device over it of sizes `C` and queue `Q`, with a staging buffer
-    /// for 64 KB segments.
+    /// Runs `f` on a ring of `N` 2048-byte slots, the simulated MAC that fills it, and a
+    /// device over it of sizes `C` and queue `Q` with a staging buffer of `staging` bytes.
+    fn with_ring<const N: usize, C: Capacity, const Q: usize>(
+        staging: usize,
+        f: impl for<'r> FnOnce(
+            &'r RxRing<'r>,
+            &mut SimMac<'r>,
+            &mut LroDevice<'_, &'r RxRing<'r>, Loopback, C, Q>,
+        ),
+    ) {
+        let mut storage: RxRingStorage<N, N> = RxRingStorage::new();
+        let mut mem = vec![0u8; N * 2048];
+        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
+        let mut mac = SimMac::new(&ring);
+        let mut staging = vec![0u8; staging];
+        let mut dev = LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
+        f(&ring, &mut mac, &mut dev);
+    }
+
+    /// What most cases need: [`with_ring`] with eight slots and a staging buffer for 64 KB
+    /// segments.
     fn with_device<C: Capacity, const Q: usize>(
         f: impl for<'r> FnOnce(
             &'r RxRing<'r>,
@@ -497,13 +515,7 @@ mod tests {
             &mut LroDevice<'_, &'r RxRing<'r>, Loopback, C, Q>,
         ),
     ) {
-        let mut storage: RxRingStorage<8, 8> = RxRingStorage::new();
-        let mut mem = vec![0u8; 8 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
-        let mut staging = vec![0u8; STAGING_LEN];
-        let mut dev = LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        f(&ring, &mut mac, &mut dev);
+        with_ring::<8, C, Q>(STAGING_LEN, f);
     }
 
     #[test]
@@ -566,70 +578,55 @@ mod tests {
 
     #[test]
     fn staging_buffer_caps_the_segment() {
-        let mut storage: RxRingStorage<16, 16> = RxRingStorage::new();
-        let mut mem = vec![0u8; 16 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
         // Room for a 14 + 3040-byte frame: at most three 1000-byte payloads per segment.
-        let mut staging = vec![0u8; LINK_ROOM + 3040];
-        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
-            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        for k in 0..9 {
-            mac.deliver(&tcp(1 + k * 1000, 1000)).unwrap();
-        }
-        let got = drain(&mut dev);
-        assert_eq!(got.len(), 3);
-        assert!(got.iter().all(|f| f.len() == 14 + 40 + 3000));
-        // A new configuration is capped the same way.
-        dev.set_config(Config::gro());
-        for k in 9..18 {
-            mac.deliver(&tcp(1 + k * 1000, 1000)).unwrap();
-        }
-        let got = drain(&mut dev);
-        assert_eq!(got.len(), 3, "after set_config");
-        assert!(got.iter().all(|f| f.len() == 14 + 40 + 3000));
-        assert_eq!(dev.stats().dropped, 0);
-        assert_eq!(ring.outstanding(), 0);
+        with_ring::<16, _, 256>(LINK_ROOM + 3040, |ring, mac, dev: &mut Dev<'_, '_>| {
+            for k in 0..9 {
+                mac.deliver(&tcp(1 + k * 1000, 1000)).unwrap();
+            }
+            let got = drain(dev);
+            assert_eq!(got.len(), 3);
+            assert!(got.iter().all(|f| f.len() == 14 + 40 + 3000));
+            // A new configuration is capped the same way.
+            dev.set_config(Config::gro());
+            for k in 9..18 {
+                mac.deliver(&tcp(1 + k * 1000, 1000)).unwrap();
+            }
+            let got = drain(dev);
+            assert_eq!(got.len(), 3, "after set_config");
+            assert!(got.iter().all(|f| f.len() == 14 + 40 + 3000));
+            assert_eq!(dev.stats().dropped, 0);
+            assert_eq!(ring.outstanding(), 0);
+        });
     }
 
     #[test]
     fn frames_longer_than_the_staging_buffer_pass_uncopied() {
-        let mut storage: RxRingStorage<4, 4> = RxRingStorage::new();
-        let mut mem = vec![0u8; 4 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
         // Room for no merged segment at all: every frame goes up alone.
-        let mut staging = vec![0u8; 512];
-        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
-            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        let frames: Vec<Vec<u8>> = (0..3).map(|k| tcp(1 + k * 1000, 1000)).collect();
-        for f in &frames {
-            mac.deliver(f).unwrap();
-        }
-        assert_eq!(drain(&mut dev), frames);
-        let s = dev.stats();
-        assert_eq!((s.segments_copied, s.dropped), (0, 0));
-        assert_eq!(ring.outstanding(), 0);
+        with_ring::<4, _, 256>(512, |ring, mac, dev: &mut Dev<'_, '_>| {
+            let frames: Vec<Vec<u8>> = (0..3).map(|k| tcp(1 + k * 1000, 1000)).collect();
+            for f in &frames {
+                mac.deliver(f).unwrap();
+            }
+            assert_eq!(drain(dev), frames);
+            let s = dev.stats();
+            assert_eq!((s.segments_copied, s.dropped), (0, 0));
+            assert_eq!(ring.outstanding(), 0);
+        });
     }
 
     #[test]
     fn a_staging_buffer_beyond_64_kb_merges_up_to_64_kb() {
-        let mut storage: RxRingStorage<64, 64> = RxRingStorage::new();
-        let mut mem = vec![0u8; 64 * 2048];
-        let ring = RxRing::new(&mut storage, &mut mem, BufferLayout::slots(2048)).unwrap();
-        let mut mac = SimMac::new(&ring);
-        let mut staging = vec![0u8; 100_000];
-        let mut dev: LroDevice<'_, &RxRing<'_>, Loopback> =
-            LroDevice::new(&ring, Loopback::new(Medium::Ethernet), &mut staging);
-        // 45 frames of 1400 bytes: one 63,040-byte IP datagram.
-        for k in 0..45 {
-            mac.deliver(&tcp(1 + k * 1400, 1400)).unwrap();
-        }
-        let got = drain(&mut dev);
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].len(), 14 + 40 + 45 * 1400);
-        assert_eq!(dev.stats().dropped, 0);
-        assert_eq!(ring.outstanding(), 0);
+        with_ring::<64, _, 256>(100_000, |ring, mac, dev: &mut Dev<'_, '_>| {
+            // 45 frames of 1400 bytes: one 63,040-byte IP datagram.
+            for k in 0..45 {
+                mac.deliver(&tcp(1 + k * 1400, 1400)).unwrap();
+            }
+            let got = drain(dev);
+            assert_eq!(got.len(), 1);
+            assert_eq!(got[0].len(), 14 + 40 + 45 * 1400);
+            assert_eq!(dev.stats().dropped, 0);
+            assert_eq!(ring.outstanding(), 0);
+        });
     }
 
     #[test]
