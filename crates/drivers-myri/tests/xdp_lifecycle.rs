@@ -171,6 +171,15 @@ fn xdp_program_lifecycle() {
     assert!(matches!(err, XdpError::NoSuchInterface(_)), "{err:?}");
     println!("missing interface: {err}");
     assert!(err.to_string().contains("xdpnosuch0"));
+    // Names no interface can have (16 bytes and more, or with a slash, a space or a NUL) are
+    // refused before the kernel is asked: it would read "lo\0x" as "lo".
+    for name in ["lo23456789abcdef", "lo\0x", "lo/x", "lo x", ""] {
+        let err = in_ns(ns, || attached_program(name)).expect_err(name);
+        assert!(
+            matches!(err, XdpError::NoSuchInterface(_)),
+            "{name:?}: {err:?}"
+        );
+    }
 
     // No native XDP on the loopback device; Auto falls back to generic.
     let err =
@@ -205,6 +214,14 @@ fn xdp_program_lifecycle() {
     assert!(matches!(err, XdpError::Permission { .. }), "{err:?}");
     println!("without root: {err}");
     assert!(err.to_string().contains("root"));
+
+    // Auto takes native XDP where the driver has it (veth).
+    let mode = in_ns(ns, || {
+        XdpProgram::attach(ifname, XdpMode::Auto)
+            .expect("attach")
+            .mode()
+    });
+    assert_eq!(mode, XdpMode::Native);
 
     // Detached on drop.
     in_ns(ns, || {
@@ -512,4 +529,50 @@ fn a_netlink_program_makes_attach_busy() {
             xdp.detach().expect("detach");
         });
     }
+}
+
+/// A queue removed from the XSKMAP ([`XdpProgram::unregister`]) sends its frames on to the
+/// kernel's stack: its socket receives nothing more, though it stays open.
+#[test]
+fn an_unregistered_queue_leaves_its_frames_to_the_kernel() {
+    let Some(net) = xdp_common::setup("u", 1) else {
+        return;
+    };
+    let kernel_mac = xdp_common::mac_of(&net.ns_b, &net.if_b).expect("MAC");
+    let frames = vec![xdp_common::arp_request(kernel_mac, [198, 18, 0, 1]); 4];
+    let send = || {
+        let (ns_b, if_b, frames) = (net.ns_b.clone(), net.if_b.clone(), frames.clone());
+        thread::spawn(move || xdp_common::inject(&ns_b, &if_b, &frames, Duration::ZERO))
+            .join()
+            .expect("injector")
+            .expect("inject")
+    };
+    let (before, after) = in_ns(&net.ns_a, || {
+        let xdp = XdpProgram::attach(&net.if_a, XdpMode::Native).expect("attach");
+        let (mut rx, _tx) = xdp
+            .socket(0, &drivers_myri::xdp::XskConfig::default())
+            .expect("socket")
+            .split();
+        // Waits up to a second for `n` frames; how many came.
+        let mut take = |n: usize| {
+            let start = Instant::now();
+            let mut got = 0;
+            while got < n && start.elapsed() < Duration::from_secs(1) {
+                let _ = rx.wait(Some(Duration::from_millis(10)));
+                got += xdp_common::drain(&mut rx);
+            }
+            got
+        };
+        assert_eq!(send(), 4);
+        let before = take(4);
+        xdp.unregister(0).expect("unregister");
+        assert_eq!(send(), 4);
+        let after = take(1);
+        (before, after)
+    });
+    assert_eq!(
+        (before, after),
+        (4, 0),
+        "frames at the socket before and after"
+    );
 }

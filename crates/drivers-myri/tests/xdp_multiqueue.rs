@@ -151,6 +151,10 @@ fn four_queues_sixteen_connections_byte_exact() {
     let ns_b = net.ns_b.clone();
     let (reports, received, sent) = thread::spawn(move || {
         xdp_common::enter(&ns_a).expect("setns");
+        // Fewer XSKMAP slots than receive queues when asked for.
+        let one = XdpProgram::attach_with_queues(&if_a, 1, XdpMode::Native).expect("attach");
+        assert_eq!((one.queues(), one.rx_queues()), (1, QUEUES));
+        one.detach().expect("detach");
         let xdp = XdpProgram::attach(&if_a, XdpMode::Native).expect("attach");
         assert_eq!(xdp.queues(), QUEUES, "one XSKMAP slot per RX queue");
         let done = AtomicUsize::new(0);

@@ -557,6 +557,26 @@ mod tests {
     }
 
     #[test]
+    fn a_link_message_gives_its_index_queues_and_program() {
+        let read = |attributes: Vec<LinkAttribute>| {
+            let mut msg = LinkMessage::default();
+            msg.header.index = 7;
+            msg.attributes = attributes;
+            let info = parse_link(&msg);
+            (info.index, info.rx_queues, info.xdp)
+        };
+        assert_eq!(read(vec![]), (7, 1, None), "no queue count: one queue");
+        assert_eq!(read(vec![LinkAttribute::NumRxQueues(0)]), (7, 1, None));
+        assert_eq!(
+            read(vec![
+                LinkAttribute::NumRxQueues(4),
+                LinkAttribute::Xdp(xdp_attrs(&[(3, XdpAttached::Driver)])),
+            ]),
+            (7, 4, Some((3, XdpMode::Native)))
+        );
+    }
+
+    #[test]
     fn a_kernel_without_af_xdp_is_reported_as_such() {
         let e = xskmap_error(errno(libc::EINVAL));
         assert!(matches!(e, XdpError::Unsupported { .. }), "{e:?}");
