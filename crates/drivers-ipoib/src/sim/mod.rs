@@ -675,12 +675,13 @@ impl Simulation {
     /// Runs to the end of the simulated time.
     pub fn run(mut self) -> SimResult {
         while self.step() {}
-        self.finish()
+        self.finish();
+        self.res
     }
 
-    fn finish(mut self) -> SimResult {
-        self.res.duration_ns = self.now / PS_PER_NS;
-        self.res
+    /// Ends the run: the result's duration is the time of the last event.
+    fn finish(&mut self) {
+        self.res.duration_ns = self.now_ns();
     }
 
     fn offer(&mut self) {
@@ -984,12 +985,11 @@ mod tests {
             c.duration_ns = 2_000_000;
             c.copybreak = cb;
             c.large_pool = 300;
-            let mut s = Simulation::new(&c).unwrap();
             let mut steps = 0;
-            while s.step() {
+            watch(&c, |s| {
                 assert!(s.is_consistent(), "step {steps}: {:?}", s.accounting());
                 steps += 1;
-            }
+            });
             assert!(steps > 1000);
         }
     }
@@ -1004,13 +1004,12 @@ mod tests {
             window: 512,
             coalesce: true,
         };
-        let mut s = Simulation::new(&c).unwrap();
         let mut steps = 0;
-        while s.step() {
+        let r = watch(&c, |s| {
             assert!(s.is_consistent(), "step {steps}: {:?}", s.accounting());
             steps += 1;
-        }
-        let r = s.finish();
+        })
+        .res;
         assert!(r.copied > 0 && r.delivered > 0, "{r:?}");
     }
 
@@ -1122,14 +1121,14 @@ mod tests {
         assert!(Simulation::new(&c).is_err());
     }
 
-    /// Runs `c` to its end, calling `each` after every event; the model at the end (its
-    /// result's duration set, as [`Simulation::run`] sets it).
+    /// Runs `c` to its end, calling `each` after every event; the model at the end, finished
+    /// as [`Simulation::run`] finishes it.
     fn watch(c: &SimConfig, mut each: impl FnMut(&Simulation)) -> Simulation {
         let mut s = Simulation::new(c).unwrap();
         while s.step() {
             each(&s);
         }
-        s.res.duration_ns = s.now_ns();
+        s.finish();
         s
     }
 
