@@ -28,7 +28,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use drivers_myri::xdp::{
-    attached_program, stop_on_signals, AttachedProgram, XdpError, XdpMode, XdpProgram, PROGRAM_NAME,
+    attached_program, stop_on_signals, AttachedProgram, XdpError, XdpMode, XdpProgram, XskConfig,
+    PROGRAM_NAME,
 };
 
 const TEST_NAME: &str = "xdp_program_lifecycle";
@@ -550,7 +551,7 @@ fn an_unregistered_queue_leaves_its_frames_to_the_kernel() {
     let (before, after) = in_ns(&net.ns_a, || {
         let xdp = XdpProgram::attach(&net.if_a, XdpMode::Native).expect("attach");
         let (mut rx, _tx) = xdp
-            .socket(0, &drivers_myri::xdp::XskConfig::default())
+            .socket(0, &XskConfig::default())
             .expect("socket")
             .split();
         // Waits up to a second for `n` frames; how many came.

@@ -889,7 +889,8 @@ mod tests {
             .with_auto_kick(None)
     }
 
-    /// A frame for the loopback receive queue (a local experimental ethertype).
+    /// A frame for the loopback receive queue (a local experimental EtherType, which the stack
+    /// on lo ignores).
     fn lo_frame() -> Vec<u8> {
         lo_frame_of(60)
     }
@@ -901,6 +902,16 @@ mod tests {
         f
     }
 
+    /// Calls `done` until it returns true, every millisecond; fails with `what` after five
+    /// seconds.
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Sends `n` frames over `sock` and receives them back into `held` (lo loops them).
     fn echo(sock: &mut XskSocket, n: usize, held: &mut Vec<UmemFrame>) {
         let f = lo_frame();
@@ -909,16 +920,12 @@ mod tests {
         }
         assert_eq!(sock.tx().flush(), 0, "frames left in the TX ring");
         let want = held.len() + n;
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while held.len() < want {
-            match sock.rx().receive_frame() {
-                Some(frame) => held.push(frame),
-                None => {
-                    assert!(std::time::Instant::now() < deadline, "frames lost");
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+        wait_until("frames lost", || {
+            while let Some(frame) = sock.rx().receive_frame() {
+                held.push(frame);
             }
-        }
+            held.len() >= want
+        });
     }
 
     /// Every returned chunk goes back to a fill ring that has room, in one refill: a single
@@ -1160,12 +1167,10 @@ mod tests {
                 (8, bytes as u64, 0),
                 "{s:?}"
             );
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            while tx.stats().completed < 8 {
-                assert!(std::time::Instant::now() < deadline, "{:?}", tx.stats());
+            wait_until("transmit completions", || {
                 tx.complete();
-                std::thread::sleep(Duration::from_millis(1));
-            }
+                tx.stats().completed >= 8
+            });
             let a = tx.account();
             assert!(a.is_conserved(), "{a:?}");
             assert_eq!((a.free, a.in_flight, tx.in_flight()), (8, 0, 0), "{a:?}");
@@ -1186,11 +1191,9 @@ mod tests {
                     sock.tx().send(&lo_frame_of(len)).expect("sent");
                 }
                 assert_eq!(sock.tx().flush(), 0);
-                let deadline = std::time::Instant::now() + Duration::from_secs(5);
-                while (sock.rx().account().rx_ring as usize) < lens.len() {
-                    assert!(std::time::Instant::now() < deadline, "frames lost");
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                wait_until("frames lost", || {
+                    sock.rx().account().rx_ring as usize >= lens.len()
+                });
             };
             arrive(&mut sock, &[60]);
             let first = sock.rx().receive_frame().expect("a frame");
@@ -1221,10 +1224,7 @@ mod tests {
             let mut sock = xdp.socket(0, &small()).expect("socket");
             let mut got: Vec<Option<usize>> = Vec::new();
             for len in [1792usize, 1793, 2048] {
-                let mut f = vec![0xffu8; len];
-                // A local experimental EtherType: the stack on lo ignores it.
-                f[12..14].copy_from_slice(&[0x88, 0xb5]);
-                sock.tx().send(&f).expect("sent");
+                sock.tx().send(&lo_frame_of(len)).expect("sent");
                 assert_eq!(sock.tx().flush(), 0);
                 let deadline = std::time::Instant::now() + Duration::from_secs(2);
                 let frame = loop {
