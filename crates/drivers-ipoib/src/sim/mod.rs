@@ -1132,6 +1132,11 @@ mod tests {
         s
     }
 
+    /// The frames of the unit the application is consuming, if it is consuming one.
+    fn consuming(s: &Simulation) -> Option<u64> {
+        (s.app_done != NEVER).then(|| u64::from(s.app_unit.frames))
+    }
+
     /// The times (picoseconds) at which a counter reached 1, 2, ... `N`.
     struct Times<const N: usize> {
         at: [u64; N],
@@ -1271,12 +1276,7 @@ mod tests {
         // its queues (the unit the application is consuming is consumed).
         let mut most = 0;
         let s = watch(&c, |s| {
-            let consuming = if s.app_done != NEVER {
-                u64::from(s.app_unit.frames)
-            } else {
-                0
-            };
-            most = most.max(s.res.offered - s.res.delivered - consuming);
+            most = most.max(s.res.offered - s.res.delivered - consuming(s).unwrap_or(0));
         });
         assert_eq!((most, s.res.resets), (8, 0), "{:?}", s.res);
         // Seed-era hand-ups (8.6 us) set the pace: hundreds in 5 ms, not one window.
@@ -1294,7 +1294,7 @@ mod tests {
         assert!(s.res.socket_drops > 0, "{:?}", s.res);
         assert_eq!(
             s.res.delivered + s.res.socket_drops + s.socket.len as u64,
-            s.res.copied + s.res.handed_up - u64::from(s.app_done != NEVER),
+            s.res.copied + s.res.handed_up - u64::from(consuming(&s).is_some()),
             "every message the driver handled is delivered, dropped or queued: {:?}",
             s.res
         );
@@ -1367,11 +1367,7 @@ mod tests {
         // 1992-byte segments with 52 bytes of headers: 32 frames to a 64 KB datagram.
         let c = short(SimConfig::bulk_tcp(Costs::SEED_ERA));
         let mut most = 0;
-        let s = watch(&c, |s| {
-            if s.app_done != NEVER {
-                most = most.max(s.app_unit.frames);
-            }
-        });
+        let s = watch(&c, |s| most = most.max(consuming(s).unwrap_or(0)));
         assert_eq!(most, 32, "{:?}", s.res);
         assert!(s.res.units < s.res.delivered / 8, "{:?}", s.res);
     }
