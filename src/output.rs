@@ -366,6 +366,47 @@ mod tests {
     }
 
     #[test]
+    fn a_replaced_file_keeps_its_mode_and_a_new_one_gets_file_creates() {
+        let tmp = dir("mode");
+        let d = tmp.path();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let old = d.join("old.pcap");
+        std::fs::write(&old, b"old").unwrap();
+        std::fs::set_permissions(&old, Permissions::from_mode(0o640)).unwrap();
+        let mut out = OutFile::open(&old, None, "in", "x").expect("opens");
+        out.write_all(b"new").unwrap();
+        out.commit().expect("commits");
+        assert_eq!(mode(&old), 0o640, "the replaced file's mode is kept");
+        // A new file: what `File::create` gives under the same umask, not the temporary
+        // file's private 0600.
+        let reference = d.join("reference");
+        File::create(&reference).unwrap();
+        let new = d.join("new.pcap");
+        let mut out = OutFile::open(&new, None, "in", "x").expect("opens");
+        out.write_all(b"new").unwrap();
+        out.commit().expect("commits");
+        assert_eq!(mode(&new), mode(&reference));
+    }
+
+    #[test]
+    fn a_dangling_symbolic_link_is_refused_and_kept() {
+        let tmp = dir("dangling");
+        let d = tmp.path();
+        let link = d.join("link.pcap");
+        std::os::unix::fs::symlink(d.join("gone.pcap"), &link).unwrap();
+        let e = OutFile::open(&link, None, "in", "x").expect_err("refused");
+        assert!(
+            e.0.contains("symbolic link to a file that does not exist"),
+            "{e}"
+        );
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert!(!d.join("gone.pcap").exists());
+    }
+
+    #[test]
     fn missing_directories_and_directories_are_errors() {
         let tmp = dir("dirs");
         let d = tmp.path();

@@ -1490,6 +1490,63 @@ fn dash_reads_standard_input_and_writes_standard_output() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("stdin: not a pcap"));
 }
 
+/// A bare file name is written in the working directory (its parent is the empty path).
+#[test]
+fn a_bare_output_name_is_written_in_the_working_directory() {
+    let dir = temp_dir("cli", "bare-name");
+    let r = Command::new(env!("CARGO_BIN_EXE_lro"))
+        .args([
+            "replay",
+            root().join(SMALL).to_str().unwrap(),
+            "-o",
+            "out.pcap",
+        ])
+        .args(["--json"])
+        .current_dir(&dir)
+        .output()
+        .expect("run lro");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: Value = serde_json::from_slice(&r.stdout).expect("JSON summary");
+    let written = read_capture(&dir.join("out.pcap"));
+    assert_eq!(written.frames.len() as u64, u(&v, "frames_out"));
+}
+
+/// A terminal is neither read as a capture nor written a binary pcap: run under `script`
+/// (util-linux), which gives the program a terminal for both streams.
+#[test]
+fn a_terminal_on_standard_input_or_output_is_refused() {
+    let has_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_script {
+        println!("skipped: `script` (util-linux) not found");
+        return;
+    }
+    let on_terminal = |args: &str| {
+        // `timeout` so that a program reading the terminal fails the test instead of hanging.
+        let cmd = format!(
+            "timeout --foreground 30 {} {args}; echo \"status=$?\"",
+            env!("CARGO_BIN_EXE_lro")
+        );
+        let out = Command::new("script")
+            .args(["-qfec", &cmd, "/dev/null"])
+            .current_dir(root())
+            .output()
+            .expect("run script");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let tty = on_terminal(&format!("replay {SMALL} -o -"));
+    assert!(tty.contains("status=4"), "{tty:?}");
+    assert!(
+        tty.contains("stdout: refusing to write a binary pcap to a terminal"),
+        "{tty:?}"
+    );
+    let tty = on_terminal("replay -");
+    assert!(tty.contains("status=3"), "{tty:?}");
+    assert!(tty.contains("stdin: is a terminal"), "{tty:?}");
+}
+
 #[test]
 fn exit_statuses_tell_usage_input_and_output_apart() {
     let status = |args: &[&str]| {
