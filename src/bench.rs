@@ -341,6 +341,19 @@ fn measure<const SLOT: usize>(
     with_engine(&args.engine, args.engine.config(), tunnels, job)?
 }
 
+/// The smallest and the median of `values` (not empty), sorting them: the middle one of an odd
+/// number, the mean of the two middle ones of an even number.
+fn best_and_median(values: &mut [f64]) -> (f64, f64) {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    let median = if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    };
+    (values[0], median)
+}
+
 /// `lro bench`.
 pub(crate) fn command(args: &BenchArgs) -> Result<()> {
     args.engine.validate()?;
@@ -386,13 +399,7 @@ pub(crate) fn command(args: &BenchArgs) -> Result<()> {
         .iter()
         .map(|r| r.time.as_nanos() as f64 / r.frames_in as f64)
         .collect();
-    per_frame.sort_by(f64::total_cmp);
-    let best = per_frame[0];
-    let median = if per_frame.len() % 2 == 1 {
-        per_frame[per_frame.len() / 2]
-    } else {
-        (per_frame[per_frame.len() / 2 - 1] + per_frame[per_frame.len() / 2]) / 2.0
-    };
+    let (best, median) = best_and_median(&mut per_frame);
     let last = &rounds[rounds.len() - 1];
     let allocations: u64 = rounds.iter().map(|r| r.allocations).sum();
     let ratio = report::ratio(last.frames_in, last.frames_out);
@@ -499,5 +506,12 @@ mod tests {
             .expect("refused");
         assert!(e.is::<crate::UsageError>(), "{e}");
         assert!(e.to_string().contains("--burst"), "{e}");
+    }
+
+    #[test]
+    fn best_and_median_of_odd_and_even_counts() {
+        assert_eq!(best_and_median(&mut [7.0]), (7.0, 7.0));
+        assert_eq!(best_and_median(&mut [9.0, 1.0, 4.0]), (1.0, 4.0));
+        assert_eq!(best_and_median(&mut [8.0, 2.0, 6.0, 3.0]), (2.0, 4.5));
     }
 }
