@@ -1290,6 +1290,12 @@ mod tests {
         let b = q.receive().unwrap().unwrap();
         q.teardown();
         assert_eq!(hca.deliver(&frame(50, 1)), Err(Refused::Down));
+        let st = hca.stats();
+        assert_eq!(
+            (st.delivered, st.bytes, st.refused_down, st.rnr_naks),
+            (3, 50 + 500 + 600, 1, 0),
+            "the HCA counts the refusal as one of a torn-down queue"
+        );
         assert!(
             q.receive().is_none(),
             "the unreceived completion was flushed"
