@@ -1511,38 +1511,48 @@ fn a_bare_output_name_is_written_in_the_working_directory() {
     assert_eq!(written.frames.len() as u64, u(&v, "frames_out"));
 }
 
+/// Whether `script` (util-linux), which runs a command on a terminal of its own, is here.
+fn has_script() -> bool {
+    Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs the shell command `cmd` under `script`, in the repository root, with a terminal for
+/// its standard input, output and error; expects success and returns what the terminal showed.
+fn on_terminal(cmd: &str) -> String {
+    let out = Command::new("script")
+        .args(["-qfec", cmd, "/dev/null"])
+        .current_dir(root())
+        .output()
+        .expect("run script");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A terminal is neither read as a capture nor written a binary pcap: run under `script`
 /// (util-linux), which gives the program a terminal for both streams.
 #[test]
 fn a_terminal_on_standard_input_or_output_is_refused() {
-    let has_script = Command::new("script")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_script {
+    if !has_script() {
         println!("skipped: `script` (util-linux) not found");
         return;
     }
-    let on_terminal = |args: &str| {
+    let lro_on_terminal = |args: &str| {
         // `timeout` so that a program reading the terminal fails the test instead of hanging.
-        let cmd = format!(
+        on_terminal(&format!(
             "timeout --foreground 30 {} {args}; echo \"status=$?\"",
             env!("CARGO_BIN_EXE_lro")
-        );
-        let out = Command::new("script")
-            .args(["-qfec", &cmd, "/dev/null"])
-            .current_dir(root())
-            .output()
-            .expect("run script");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        ))
     };
-    let tty = on_terminal(&format!("replay {SMALL} -o -"));
+    let tty = lro_on_terminal(&format!("replay {SMALL} -o -"));
     assert!(tty.contains("status=4"), "{tty:?}");
     assert!(
         tty.contains("stdout: refusing to write a binary pcap to a terminal"),
         "{tty:?}"
     );
-    let tty = on_terminal("replay -");
+    let tty = lro_on_terminal("replay -");
     assert!(tty.contains("status=3"), "{tty:?}");
     assert!(tty.contains("stdin: is a terminal"), "{tty:?}");
 }
@@ -1773,32 +1783,22 @@ fn progress_bar_only_on_a_terminal_and_never_with_json() {
         "{}",
         String::from_utf8_lossy(&r.stderr)
     );
-    let has_script = Command::new("script")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_script {
+    if !has_script() {
         println!("skipped the terminal half: `script` (util-linux) not found");
         return;
     }
-    let on_terminal = |extra: &str| {
-        let cmd = format!(
+    let replay_on_terminal = |extra: &str| {
+        on_terminal(&format!(
             "{} replay {input} {extra} >/dev/null",
             env!("CARGO_BIN_EXE_lro")
-        );
-        let out = Command::new("script")
-            .args(["-qfec", &cmd, "/dev/null"])
-            .output()
-            .expect("run script");
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        ))
     };
-    let tty = on_terminal("");
+    let tty = replay_on_terminal("");
     assert!(
         tty.contains("coalescing") && tty.contains("frames"),
         "no bar on a terminal: {tty:?}"
     );
-    let tty = on_terminal("--json");
+    let tty = replay_on_terminal("--json");
     assert!(!tty.contains("coalescing"), "a bar with --json: {tty:?}");
 }
 
