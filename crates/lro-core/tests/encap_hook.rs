@@ -593,6 +593,10 @@ fn an_unreadable_inner_flow_flushes_its_tunnel_first() {
     let (sink, stats, verdicts) = run(Config::lro(), &frames, 1);
     assert_eq!(verdicts[2], Verdict::Passed(PassReason::Malformed));
     assert_eq!(stats.tunnel.passed[PassReason::Malformed.index()], 1);
+    assert_eq!(
+        stats.tunnel.frames_in, 4,
+        "the cut frame came through the tunnel too"
+    );
     // The first tunnel's segment went out before the cut frame; the other tunnel kept holding.
     assert_eq!(sink.out[0].1.cause, Cause::Flushed(FlushReason::Unknown));
     assert_eq!(sink.out[0].0[26..30], [198, 18, 0, 1]);
