@@ -1413,6 +1413,18 @@ fn an_output_that_is_the_input_is_refused_by_any_name() {
         .output()
         .unwrap();
     assert_eq!(r.status.code(), Some(4), "{r:?}");
+    // And standard output, when it is the file (`-o - >> in.pcap`: appending, the shell
+    // does not truncate it first).
+    let r = Command::new(env!("CARGO_BIN_EXE_lro"))
+        .args(["replay", input.to_str().unwrap(), "-o", "-"])
+        .stdout(std::fs::File::options().append(true).open(&input).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(4), "{r:?}");
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("standard output is the input file"),
+        "{r:?}"
+    );
     assert_eq!(
         std::fs::read(&input).unwrap(),
         before,
