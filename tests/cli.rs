@@ -1512,8 +1512,8 @@ fn a_bare_output_name_is_written_in_the_working_directory() {
             root().join(SMALL).to_str().unwrap(),
             "-o",
             "out.pcap",
+            "--json",
         ])
-        .args(["--json"])
         .current_dir(&dir)
         .output()
         .expect("run lro");
@@ -1531,11 +1531,17 @@ fn has_script() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Runs the shell command `cmd` under `script`, in the repository root, with a terminal for
-/// its standard input, output and error; expects success and returns what the terminal showed.
-fn on_terminal(cmd: &str) -> String {
+/// Runs `lro` with the shell words `args` (redirections allowed) under `script`, in the
+/// repository root, with a terminal for its standard input, output and error; returns what the
+/// terminal showed, which ends with `status=N`, lro's exit status. `timeout` makes a program
+/// that reads the terminal fail the test instead of hanging it.
+fn lro_on_terminal(args: &str) -> String {
+    let cmd = format!(
+        "timeout --foreground 30 {} {args}; echo \"status=$?\"",
+        env!("CARGO_BIN_EXE_lro")
+    );
     let out = Command::new("script")
-        .args(["-qfec", cmd, "/dev/null"])
+        .args(["-qfec", &cmd, "/dev/null"])
         .current_dir(root())
         .output()
         .expect("run script");
@@ -1551,13 +1557,6 @@ fn a_terminal_on_standard_input_or_output_is_refused() {
         println!("skipped: `script` (util-linux) not found");
         return;
     }
-    let lro_on_terminal = |args: &str| {
-        // `timeout` so that a program reading the terminal fails the test instead of hanging.
-        on_terminal(&format!(
-            "timeout --foreground 30 {} {args}; echo \"status=$?\"",
-            env!("CARGO_BIN_EXE_lro")
-        ))
-    };
     let tty = lro_on_terminal(&format!("replay {SMALL} -o -"));
     assert!(tty.contains("status=4"), "{tty:?}");
     assert!(
@@ -1800,10 +1799,9 @@ fn progress_bar_only_on_a_terminal_and_never_with_json() {
         return;
     }
     let replay_on_terminal = |extra: &str| {
-        on_terminal(&format!(
-            "{} replay {input} {extra} >/dev/null",
-            env!("CARGO_BIN_EXE_lro")
-        ))
+        let tty = lro_on_terminal(&format!("replay {input} {extra} >/dev/null"));
+        assert!(tty.contains("status=0"), "{tty:?}");
+        tty
     };
     let tty = replay_on_terminal("");
     assert!(
