@@ -13,7 +13,9 @@
 //! - [`frame`]: the frame type pushed into engines ([`frame::Tagged`], an identity the engine
 //!   cannot forge) and the recording sink ([`frame::Recorder`]).
 //! - [`check`]: the runner over any [`lro_core::Coalescer`] and the checker of DESIGN.md's
-//!   invariants on what it recorded.
+//!   invariants on what it recorded. A correct engine never makes a check fail, so this
+//!   crate's `tests/checker.rs` breaks a genuine run one way at a time (the record, the
+//!   frames' ground truth, an engine that misreports) and requires each check to refuse it.
 //! - [`scenario`]: the lro-core property tests' scenario generator (plain steps that proptest
 //!   strategies generate), with its own ground truth and the checks judged from it.
 //! - `structured` (feature `fuzz`): the `arbitrary`-derived structured input of the fuzz

@@ -1,0 +1,742 @@
+//! The checker catches what it says it checks.
+//!
+//! `check::run`, `check::check` and `check::same_with_prediction` are the second guard of
+//! every property test and fuzz target: they judge an engine's output against DESIGN.md's
+//! invariants. An engine that keeps the invariants never makes them fail, so those suites
+//! cannot show that a check still works. Here a genuine run of a small two-flow scenario is
+//! first accepted, then broken one way at a time: an output dropped, duplicated or moved, a
+//! byte of a segment changed (with its checksums made right again, so that the targeted check
+//! and not a checksum check must see it), a frame's ground truth changed, an engine that lies
+//! about its verdicts, counters or held frames. Each break must be refused, with the message
+//! of the check it aims at.
+
+use lro_core::testing::{FrameSpec, IpSpec};
+use lro_core::{
+    Coalescer, Config, Engine, OutChecksum, PassReason, Policy, RxMeta, SegmentInfo, Sink, Sizes,
+    Stats, Verdict,
+};
+use lro_testkit::built::{Built, Pushed, Step};
+use lro_testkit::check::{self, Order, Run};
+use lro_testkit::frame::{bytes_of, Out, Tagged};
+use lro_testkit::oracle::{self, Tcp};
+
+/// Payload bytes of every data frame.
+const MSS: usize = 100;
+/// The ACK number the data frames carry; the pure ACK acknowledges 100 more.
+const ACK: u32 = 5000;
+/// The table's frame limit per segment (`Sizes<8, FRAMES>`).
+const FRAMES: usize = 16;
+
+/// Frame ids of the scenario (pushed in id order: A0 B0 A1 B1 A2, flow A's pure ACK, B2).
+const A0: usize = 0;
+const B0: usize = 1;
+const A1: usize = 2;
+const ACK_A: usize = 5;
+
+/// Flow `flow`'s `k`-th frame: `len` payload bytes (different in every frame), sequence
+/// numbers contiguous, the same timestamps throughout (so `Gro` merges them too), IPv4 IDs
+/// incrementing.
+fn frame(flow: u16, k: usize, ack: u32, flags: u8, len: usize) -> Pushed {
+    let payload: Vec<u8> = (0..len)
+        .map(|i| (usize::from(flow) * 31 + k * 7 + i) as u8)
+        .collect();
+    let mut spec = FrameSpec::ipv4_tcp(1000 + flow, 80)
+        .seq(1 + (k * MSS) as u32)
+        .ack(ack)
+        .flags(flags)
+        .timestamps(100, 7)
+        .payload(&payload);
+    if let IpSpec::V4(ip) = &mut spec.ip {
+        ip.id = k as u16;
+    }
+    Pushed::new(bytes_of(&spec), RxMeta::ethernet(0))
+}
+
+/// Two flows interleaved: A0 B0 A1 B1 A2, a pure ACK of flow A with a newer ACK number, then
+/// B2 with PSH.
+fn built() -> Built {
+    let frames = vec![
+        frame(0, 0, ACK, 0x10, MSS),
+        frame(1, 0, ACK, 0x10, MSS),
+        frame(0, 1, ACK, 0x10, MSS),
+        frame(1, 1, ACK, 0x10, MSS),
+        frame(0, 2, ACK, 0x10, MSS),
+        frame(0, 3, ACK + 100, 0x10, 0),
+        frame(1, 2, ACK, 0x18, MSS),
+    ];
+    let steps = (0..frames.len()).map(Step::Push).collect();
+    Built {
+        frames,
+        steps,
+        truth: None,
+    }
+}
+
+/// Everything `check::check` takes, for one genuine run.
+struct Case {
+    built: Built,
+    config: Config,
+    frames_max: usize,
+    run: Run,
+}
+
+fn config(policy: Policy) -> Config {
+    match policy {
+        Policy::Lro => Config::lro(),
+        _ => Config::gro(),
+    }
+}
+
+fn case_with(built: Built, config: Config) -> Case {
+    let mut engine: Box<Engine<Tagged, Sizes<8, FRAMES>>> = Box::new(Engine::new(config));
+    let run = check::run(&mut *engine, &built, true);
+    Case {
+        built,
+        config,
+        frames_max: FRAMES,
+        run,
+    }
+}
+
+fn case(policy: Policy) -> Case {
+    case_with(built(), config(policy))
+}
+
+/// What `check::check` says of the case: `Ok` or the violation.
+fn verdict_of(c: &Case) -> Result<(), String> {
+    check::catch(|| {
+        check::check(&c.built, &c.config, c.frames_max, &c.run, Order::Arrival);
+    })
+}
+
+/// Asserts that a check refused, with a message that contains `want`.
+#[track_caller]
+fn assert_refused<T: std::fmt::Debug>(r: Result<T, String>, want: &str) {
+    match r {
+        Err(msg) => assert!(msg.contains(want), "want {want:?}, got {msg:?}"),
+        Ok(v) => panic!("want {want:?}, but the check passed ({v:?})"),
+    }
+}
+
+/// The ids of every output, a segment's as a list, a released frame as `Rel`.
+fn shape(run: &Run) -> Vec<String> {
+    run.rec
+        .out
+        .iter()
+        .map(|o| match o {
+            Out::Seg { ids, .. } => format!("{ids:?}"),
+            Out::Rel(i) => format!("Rel({i})"),
+        })
+        .collect()
+}
+
+/// Position of the segment whose head is frame `head`.
+fn seg_at(run: &Run, head: usize) -> usize {
+    run.rec
+        .out
+        .iter()
+        .position(|o| matches!(o, Out::Seg { ids, .. } if ids[0] == head))
+        .unwrap_or_else(|| panic!("no segment headed by frame {head}: {:?}", shape(run)))
+}
+
+/// The segment whose head is frame `head`.
+fn seg(c: &mut Case, head: usize) -> (&mut Vec<usize>, &mut Vec<u8>, &mut SegmentInfo) {
+    let at = seg_at(&c.run, head);
+    match &mut c.run.rec.out[at] {
+        Out::Seg {
+            ids, bytes, info, ..
+        } => (ids, bytes, info),
+        Out::Rel(_) => unreachable!("seg_at finds segments"),
+    }
+}
+
+/// Edits the bytes of the segment headed by `head` as `edit` says, given the reference
+/// reader's view of them, then makes its IPv4 header and TCP checksums right again.
+fn edit_out(c: &mut Case, head: usize, edit: impl FnOnce(&mut [u8], &Tcp)) {
+    let meta = c.built.frames[head].meta;
+    let (_, bytes, _) = seg(c, head);
+    let t = oracle::tcp_of(bytes, &meta).expect("the segment parses");
+    edit(bytes, &t);
+    let t = oracle::tcp_of(bytes, &meta).expect("the edited segment parses");
+    oracle::fix_checksums(bytes, &t);
+}
+
+/// The reference reader's view of input frame `id`, to change its ground truth.
+fn truth(c: &mut Case, id: usize) -> &mut Tcp {
+    c.built.frames[id].tcp.as_mut().expect("a TCP frame")
+}
+
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// Offset of the TSval in a frame of this scenario: its only options are NOP, NOP, timestamps.
+fn tsval_at(t: &Tcp) -> usize {
+    t.l4 + 20 + 4
+}
+
+#[test]
+fn the_genuine_runs_pass_and_have_the_shapes_the_breaks_aim_at() {
+    let lro = case(Policy::Lro);
+    assert_eq!(verdict_of(&lro), Ok(()));
+    assert_eq!(shape(&lro.run), ["Rel(5)", "[1, 3, 6]", "[0, 2, 4]"]);
+    let gro = case(Policy::Gro);
+    assert_eq!(verdict_of(&gro), Ok(()));
+    assert_eq!(shape(&gro.run), ["[0, 2, 4]", "[5]", "[1, 3, 6]"]);
+    // The one-frame output is passed as received; the others are rewritten, fully summed.
+    let infos: Vec<_> = gro
+        .run
+        .rec
+        .out
+        .iter()
+        .map(|o| match o {
+            Out::Seg { info, .. } => info.checksum,
+            Out::Rel(_) => unreachable!(),
+        })
+        .collect();
+    assert_eq!(
+        infos,
+        [
+            OutChecksum::Full,
+            OutChecksum::AsReceived,
+            OutChecksum::Full
+        ]
+    );
+}
+
+/// One break of a genuine run: its name, the policy of the run, what it changes, and a
+/// part of the message the checker must give.
+type Break = (&'static str, Policy, fn(&mut Case), &'static str);
+
+const LRO: Policy = Policy::Lro;
+const GRO: Policy = Policy::Gro;
+
+/// Breaks of the record and of the frames' ground truth. Each must be caught by the check
+/// its message names, not by another one first.
+const BREAKS: &[Break] = &[
+    // (1) Conservation.
+    (
+        "an output lost",
+        LRO,
+        |c| drop(c.run.rec.out.pop()),
+        "conservation: frame 0",
+    ),
+    (
+        "a released frame twice",
+        LRO,
+        |c| c.run.rec.out.push(Out::Rel(ACK_A)),
+        "conservation: frame 5 (pushed: true) came back 2 times",
+    ),
+    // (2) Per-flow order.
+    (
+        "a flow's frames out of order",
+        GRO,
+        |c| c.run.rec.out.swap(0, 1),
+        "order: frame 0 after frame 5 of the same flow",
+    ),
+    // Segment bookkeeping.
+    (
+        "info.frames",
+        LRO,
+        |c| seg(c, A0).2.frames += 1,
+        "info.frames",
+    ),
+    ("info.len", LRO, |c| seg(c, A0).2.len += 1, "info.len"),
+    (
+        "a segment over the table's frame limit",
+        LRO,
+        |c| c.frames_max = 2,
+        "segment of 3 frames",
+    ),
+    // (5) Isolation, with the order of both flows kept.
+    (
+        "a segment mixing flows",
+        GRO,
+        |c| {
+            let other = truth(c, B0).id;
+            truth(c, A0).id = other;
+        },
+        "isolation: segment [0, 2, 4] mixes flows (frame 2)",
+    ),
+    // (7) No laundering.
+    (
+        "an untrusted frame merged",
+        LRO,
+        |c| c.built.frames[A1].trusted = false,
+        "laundering: frame 2",
+    ),
+    // (4) The never-merged list, frame by frame.
+    (
+        "URG merged",
+        LRO,
+        |c| truth(c, A1).flags |= 0x20,
+        "frame 2 flags 0x30",
+    ),
+    (
+        "IP options merged",
+        LRO,
+        |c| truth(c, A1).ip_opts = true,
+        "frame 2 has IP options",
+    ),
+    (
+        "another TTL merged",
+        LRO,
+        |c| truth(c, A1).ttl -= 1,
+        "frame 2 TTL/TOS/DF",
+    ),
+    (
+        "another data offset merged",
+        LRO,
+        |c| truth(c, A1).doff_byte ^= 1,
+        "frame 2 data offset/reserved",
+    ),
+    (
+        "PSH before the last frame",
+        LRO,
+        |c| truth(c, A0).flags |= 0x08,
+        "PSH/FIN on frame 0, not last",
+    ),
+    (
+        "a sequence gap merged",
+        LRO,
+        |c| truth(c, A1).seq += 1,
+        "frame 2 not contiguous",
+    ),
+    (
+        "padding merged under Gro",
+        GRO,
+        |c| c.built.frames[A1].bytes.push(0),
+        "frame 2 has padding that may not be trimmed",
+    ),
+    (
+        "another link header merged under Gro",
+        GRO,
+        |c| c.built.frames[A1].bytes[0] ^= 2,
+        "frame 2 link header differs from the head's under Gro",
+    ),
+    // Policy rules.
+    (
+        "another ACK merged under Gro",
+        GRO,
+        |c| truth(c, A1).ack += 1,
+        "frame 2 ACK/window",
+    ),
+    (
+        "other options merged under Gro",
+        GRO,
+        |c| {
+            let at = tsval_at(c.built.frames[A1].tcp.as_ref().expect("TCP"));
+            c.built.frames[A1].bytes[at + 3] ^= 1;
+        },
+        "frame 2 options",
+    ),
+    (
+        "IPv4 IDs neither fixed nor incrementing under Gro",
+        GRO,
+        |c| truth(c, A1).ip_id = 999,
+        "IPv4 IDs neither fixed nor incrementing",
+    ),
+    (
+        "the ACK going back under Lro",
+        LRO,
+        |c| truth(c, A1).ack -= 1,
+        "ACK goes back at 2",
+    ),
+    (
+        "the TSval going back under Lro",
+        LRO,
+        |c| {
+            let at = tsval_at(c.built.frames[A1].tcp.as_ref().expect("TCP"));
+            put_u32(&mut c.built.frames[A1].bytes, at, 99);
+        },
+        "TSval back at 2",
+    ),
+    (
+        "the size limit crossed",
+        LRO,
+        |c| c.config.max_ip_len = 200,
+        "over the limit",
+    ),
+    // (6) Valid output.
+    (
+        "a payload byte",
+        LRO,
+        |c| {
+            let (_, bytes, _) = seg(c, A0);
+            *bytes.last_mut().expect("payload") ^= 1;
+        },
+        "payload is not its frames'",
+    ),
+    (
+        "the IPv4 header checksum",
+        LRO,
+        |c| {
+            let (_, bytes, _) = seg(c, A0);
+            bytes[14 + 10] ^= 1;
+        },
+        "bad IPv4 header checksum",
+    ),
+    (
+        "the TCP checksum",
+        LRO,
+        |c| {
+            let (_, bytes, _) = seg(c, A0);
+            bytes[14 + 20 + 16] ^= 1;
+        },
+        "bad TCP checksum",
+    ),
+    (
+        "the checksum state",
+        LRO,
+        |c| c.config.checksum_out = OutChecksum::Partial,
+        "checksum state",
+    ),
+    (
+        "the sequence number",
+        LRO,
+        |c| edit_out(c, A0, |b, t| put_u32(b, t.l4 + 4, t.seq + 1)),
+        "sequence number",
+    ),
+    (
+        "the flags",
+        LRO,
+        |c| edit_out(c, A0, |b, t| b[t.l4 + 13] |= 0x08),
+        "[0, 2, 4]: flags",
+    ),
+    // The link header is part of the flow's identity (addresses and tags), which is checked
+    // first; the byte-for-byte compare of the link header after it is a second guard.
+    (
+        "the link header",
+        LRO,
+        |c| edit_out(c, A0, |b, _| b[0] ^= 2),
+        "output flow identity changed",
+    ),
+    (
+        "the TTL",
+        LRO,
+        |c| edit_out(c, A0, |b, t| b[t.l3 + 8] -= 1),
+        "IP fields",
+    ),
+    (
+        "an ACK older than the last frame's under Lro",
+        LRO,
+        |c| edit_out(c, B0, |b, t| put_u32(b, t.l4 + 8, ACK - 1)),
+        "ACK older than its last frame's",
+    ),
+    (
+        "the ACK rewritten under Gro",
+        GRO,
+        |c| edit_out(c, A0, |b, t| put_u32(b, t.l4 + 8, get_u32(b, t.l4 + 8) + 1)),
+        "ACK/window rewritten",
+    ),
+    (
+        "the options rewritten under Gro",
+        GRO,
+        |c| edit_out(c, A0, |b, t| b[tsval_at(t) + 3] ^= 1),
+        "options rewritten",
+    ),
+    (
+        "the urgent pointer under Gro",
+        GRO,
+        |c| edit_out(c, A0, |b, t| b[t.l4 + 19] = 1),
+        "urgent pointer",
+    ),
+    (
+        "a frame passed as received but changed",
+        GRO,
+        |c| {
+            let (_, bytes, _) = seg(c, ACK_A);
+            bytes[0] ^= 2;
+        },
+        "frame 5: AsReceived but bytes changed",
+    ),
+    // (8) Reversibility under Gro.
+    (
+        "a GSO size that does not give the frames back",
+        GRO,
+        |c| seg(c, A0).2.gso_size = (MSS / 2) as u16,
+        "resegment_with::<Gre> gave 6 frames",
+    ),
+    // Released pure ACKs.
+    (
+        "a frame released under Gro",
+        LRO,
+        |c| c.config.policy = Policy::Gro,
+        "frame 5 released under Gro",
+    ),
+    (
+        "a released frame with PSH",
+        LRO,
+        |c| truth(c, ACK_A).flags |= 0x08,
+        "frame 5 released with flags 0x18",
+    ),
+    (
+        "a released frame with payload",
+        LRO,
+        |c| truth(c, ACK_A).ip_end += 1,
+        "frame 5 released with payload",
+    ),
+    (
+        "a released frame with an untrusted checksum",
+        LRO,
+        |c| c.built.frames[ACK_A].trusted = false,
+        "frame 5 released with an untrusted checksum",
+    ),
+    (
+        "a released frame whose ACK the segment lacks",
+        LRO,
+        |c| truth(c, ACK_A).ack += 1,
+        "frame 5 released; its ACK 5101 is newer than the segment's 5100",
+    ),
+    (
+        "a released frame with no segment after it",
+        LRO,
+        |c| {
+            let at = seg_at(&c.run, A0);
+            let last = c.run.rec.out.remove(at);
+            c.run.rec.out.insert(0, last);
+        },
+        "frame 5 released, no later segment of its flow",
+    ),
+];
+
+#[test]
+fn every_break_is_caught_by_its_own_check() {
+    let mut missed = Vec::new();
+    for &(what, policy, tamper, want) in BREAKS {
+        let mut c = case(policy);
+        tamper(&mut c);
+        match verdict_of(&c) {
+            Err(msg) if msg.contains(want) => {}
+            other => missed.push(format!("{what} ({policy:?}): want {want:?}, got {other:?}")),
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+/// Under `Lro`, a duplicate ACK (RFC 5681) is never superseded: the engine passes it. Two
+/// pure ACKs of flow A with the same ACK number and window, after a data frame.
+fn duplicate_ack_case() -> Case {
+    let frames = vec![
+        frame(0, 0, ACK, 0x10, MSS),
+        frame(0, 1, ACK + 100, 0x10, 0),
+        frame(0, 1, ACK + 100, 0x10, 0),
+    ];
+    let steps = (0..frames.len()).map(Step::Push).collect();
+    let built = Built {
+        frames,
+        steps,
+        truth: None,
+    };
+    case_with(built, Config::lro())
+}
+
+#[test]
+fn a_duplicate_ack_superseded_or_merged_is_caught() {
+    let genuine = duplicate_ack_case();
+    assert_eq!(verdict_of(&genuine), Ok(()));
+    assert_eq!(shape(&genuine.run), ["Rel(1)", "[0]", "[2]"]);
+
+    let mut released = duplicate_ack_case();
+    released.run.rec.out[2] = Out::Rel(2);
+    assert_refused(
+        verdict_of(&released),
+        "frame 2: a duplicate ACK was released",
+    );
+
+    let mut merged = duplicate_ack_case();
+    merged.run.rec.out.pop();
+    let (ids, _, info) = seg(&mut merged, 0);
+    ids.push(2);
+    info.frames += 1;
+    assert_refused(verdict_of(&merged), "frame 2 is a duplicate ACK");
+}
+
+#[test]
+fn a_fragment_overtaking_its_flow_is_caught() {
+    // Flow A's next frame with More Fragments set: a fragment of flow A's addresses.
+    let data = frame(0, 2, ACK, 0x10, MSS);
+    let t = data.tcp.expect("TCP");
+    let mut bytes = data.bytes;
+    bytes[14 + 6] |= 0x20;
+    oracle::fix_checksums(&mut bytes, &t);
+    let fragment = Pushed::new(bytes, RxMeta::ethernet(0));
+    assert!(fragment.tcp.is_none(), "a fragment has no TCP view");
+    let frames = vec![
+        frame(0, 0, ACK, 0x10, MSS),
+        frame(0, 1, ACK, 0x10, MSS),
+        fragment,
+    ];
+    let steps = (0..frames.len()).map(Step::Push).collect();
+    let built = Built {
+        frames,
+        steps,
+        truth: None,
+    };
+    let mut c = case_with(built, Config::lro());
+    assert_eq!(verdict_of(&c), Ok(()));
+    assert_eq!(shape(&c.run), ["[0, 1]", "[2]"]);
+    c.run.rec.out.swap(0, 1);
+    assert_refused(
+        verdict_of(&c),
+        "order: frame 2 (a fragment or a never-merged tunnel header)",
+    );
+}
+
+#[test]
+fn a_partial_checksum_that_is_not_the_pseudo_header_sum_is_caught() {
+    let mut c = case_with(
+        built(),
+        Config::lro().with_checksum_out(OutChecksum::Partial),
+    );
+    assert_eq!(verdict_of(&c), Ok(()));
+    let (_, bytes, _) = seg(&mut c, A0);
+    bytes[14 + 20 + 17] ^= 1;
+    assert_refused(
+        verdict_of(&c),
+        "partial checksum is not the pseudo-header sum",
+    );
+}
+
+/// How [`Liar`] misreports.
+#[derive(Clone, Copy, Debug)]
+enum Lie {
+    /// A frame it passes is said to be held.
+    PassedAsHeld,
+    /// A frame it holds is said to be passed.
+    HeldAsPassed,
+    /// It says it holds one more frame than it does.
+    HeldFrames,
+    /// One frame more in and out than it saw: conserved, but not what was pushed.
+    FramesIn,
+    /// One frame more in than it saw: not conserved.
+    Unconserved,
+}
+
+/// An engine that misreports one thing about what it did.
+struct Liar {
+    inner: Engine<Tagged, Sizes<8, FRAMES>>,
+    lie: Lie,
+    shown: Stats,
+}
+
+impl Liar {
+    fn shown(&mut self) {
+        self.shown = self.inner.stats().clone();
+        match self.lie {
+            Lie::FramesIn => {
+                self.shown.frames_in += 1;
+                self.shown.frames_out += 1;
+            }
+            Lie::Unconserved => self.shown.frames_in += 1,
+            _ => {}
+        }
+    }
+}
+
+impl Coalescer<Tagged> for Liar {
+    fn push<K: Sink<Tagged> + ?Sized>(
+        &mut self,
+        frame: Tagged,
+        meta: &RxMeta,
+        sink: &mut K,
+    ) -> Verdict {
+        let v = self.inner.push(frame, meta, sink);
+        self.shown();
+        match (self.lie, v) {
+            (Lie::PassedAsHeld, Verdict::Passed(_)) => Verdict::Held,
+            (Lie::HeldAsPassed, Verdict::Held) => Verdict::Passed(PassReason::NotTcp),
+            _ => v,
+        }
+    }
+
+    fn flush_all<K: Sink<Tagged> + ?Sized>(&mut self, sink: &mut K) {
+        self.inner.flush_all(sink);
+        self.shown();
+    }
+
+    fn flush_idle<K: Sink<Tagged> + ?Sized>(&mut self, now: u64, sink: &mut K) {
+        self.inner.flush_idle(now, sink);
+        self.shown();
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.shown
+    }
+
+    fn held_frames(&self) -> usize {
+        self.inner.held_frames() + usize::from(matches!(self.lie, Lie::HeldFrames))
+    }
+}
+
+#[test]
+fn an_engine_misreporting_its_verdicts_counters_or_held_frames_is_caught() {
+    for (lie, want) in [
+        (Lie::PassedAsHeld, "frame 5: Held but delivered"),
+        (
+            Lie::HeldAsPassed,
+            "frame 0: Passed(NotTcp) but not delivered alone",
+        ),
+        (Lie::HeldFrames, "frames still held after flush_all"),
+        (Lie::FramesIn, "frames_in"),
+        (Lie::Unconserved, "stats not conserved"),
+    ] {
+        let config = Config::gro();
+        let mut liar = Liar {
+            inner: Engine::new(config),
+            lie,
+            shown: Stats::default(),
+        };
+        let built = built();
+        let r = check::catch(|| check::run(&mut liar, &built, true).rec.out.len());
+        assert!(
+            r.as_ref().is_err_and(|msg| msg.contains(want)),
+            "{lie:?}: want {want:?}, got {r:?}"
+        );
+    }
+}
+
+#[test]
+fn prediction_on_and_off_differing_is_caught() {
+    let runs = || {
+        let mut on: Box<Engine<Tagged, Sizes<8, FRAMES>>> =
+            Box::new(Engine::new(Config::lro().with_header_prediction(true)));
+        let mut off: Box<Engine<Tagged, Sizes<8, FRAMES>>> =
+            Box::new(Engine::new(Config::lro().with_header_prediction(false)));
+        let b = built().all_verified();
+        let a = check::run(&mut *on, &b, true);
+        let o = check::run(&mut *off, &b, true);
+        (a, on.stats().clone(), o, off.stats().clone())
+    };
+    let same = |(a, sa, o, so): &(Run, Stats, Run, Stats)| {
+        check::catch(|| check::same_with_prediction(a, sa, o, so))
+    };
+    let genuine = runs();
+    assert!(
+        same(&genuine).expect("the genuine runs agree") > 0,
+        "header prediction took no frame"
+    );
+
+    let mut event = runs();
+    event.2.rec.out.swap(0, 1);
+    assert_refused(same(&event), "sink event 0 differs");
+
+    let mut verdict = runs();
+    verdict.2.verdicts[A1] = Verdict::Held;
+    assert_refused(same(&verdict), "verdicts differ");
+
+    let mut counter = runs();
+    counter.3.segments += 1;
+    assert_refused(same(&counter), "counters differ");
+
+    let mut off_predicts = runs();
+    off_predicts.3.predicted = 1;
+    assert_refused(
+        same(&off_predicts),
+        "predicted and bursts paused with prediction off",
+    );
+}
