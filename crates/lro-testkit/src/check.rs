@@ -549,7 +549,12 @@ fn check_released(
         "frame {i} released; the next segment of its flow starts later"
     );
     let head = inputs[ids[0]].tcp.as_ref().expect("checked");
-    let out_ack = u32::from_be_bytes(bytes[head.l4 + 8..head.l4 + 12].try_into().expect("4"));
+    let out_ack = bytes
+        .get(head.l4 + 8..head.l4 + 12)
+        .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
+        .unwrap_or_else(|| {
+            panic!("frame {i} released; the segment that carries it is too short for a TCP header")
+        });
     assert!(
         serial_le(t.ack, out_ack),
         "frame {i} released; its ACK {} is newer than the segment's {out_ack}",

@@ -19,6 +19,7 @@ use lro_testkit::built::{Built, Pushed, Step};
 use lro_testkit::check::{self, Order, Run};
 use lro_testkit::frame::{bytes_of, Out, Tagged};
 use lro_testkit::oracle::{self, Tcp};
+use lro_testkit::scenario::{check_truth, Input, Truth};
 
 /// Payload bytes of every data frame.
 const MSS: usize = 100;
@@ -26,6 +27,9 @@ const MSS: usize = 100;
 const ACK: u32 = 5000;
 /// The table's frame limit per segment (`Sizes<8, FRAMES>`).
 const FRAMES: usize = 16;
+
+/// The metadata every frame is pushed with.
+const META: RxMeta = RxMeta::ethernet(0);
 
 /// Frame ids of the scenario (pushed in id order: A0 B0 A1 B1 A2, flow A's pure ACK, B2).
 const A0: usize = 0;
@@ -49,7 +53,7 @@ fn frame(flow: u16, k: usize, ack: u32, flags: u8, len: usize) -> Pushed {
     if let IpSpec::V4(ip) = &mut spec.ip {
         ip.id = k as u16;
     }
-    Pushed::new(bytes_of(&spec), RxMeta::ethernet(0))
+    Pushed::new(bytes_of(&spec), META)
 }
 
 /// Two flows interleaved: A0 B0 A1 B1 A2, a pure ACK of flow A with a newer ACK number, then
@@ -140,9 +144,9 @@ fn seg_at(run: &Run, head: usize) -> usize {
 }
 
 /// The segment whose head is frame `head`.
-fn seg(c: &mut Case, head: usize) -> (&mut Vec<usize>, &mut Vec<u8>, &mut SegmentInfo) {
-    let at = seg_at(&c.run, head);
-    match &mut c.run.rec.out[at] {
+fn seg(run: &mut Run, head: usize) -> (&mut Vec<usize>, &mut Vec<u8>, &mut SegmentInfo) {
+    let at = seg_at(run, head);
+    match &mut run.rec.out[at] {
         Out::Seg {
             ids, bytes, info, ..
         } => (ids, bytes, info),
@@ -152,12 +156,11 @@ fn seg(c: &mut Case, head: usize) -> (&mut Vec<usize>, &mut Vec<u8>, &mut Segmen
 
 /// Edits the bytes of the segment headed by `head` as `edit` says, given the reference
 /// reader's view of them, then makes its IPv4 header and TCP checksums right again.
-fn edit_out(c: &mut Case, head: usize, edit: impl FnOnce(&mut [u8], &Tcp)) {
-    let meta = c.built.frames[head].meta;
-    let (_, bytes, _) = seg(c, head);
-    let t = oracle::tcp_of(bytes, &meta).expect("the segment parses");
+fn edit_out(run: &mut Run, head: usize, edit: impl FnOnce(&mut [u8], &Tcp)) {
+    let (_, bytes, _) = seg(run, head);
+    let t = oracle::tcp_of(bytes, &META).expect("the segment parses");
     edit(bytes, &t);
-    let t = oracle::tcp_of(bytes, &meta).expect("the edited segment parses");
+    let t = oracle::tcp_of(bytes, &META).expect("the edited segment parses");
     oracle::fix_checksums(bytes, &t);
 }
 
@@ -242,10 +245,15 @@ const BREAKS: &[Break] = &[
     (
         "info.frames",
         LRO,
-        |c| seg(c, A0).2.frames += 1,
+        |c| seg(&mut c.run, A0).2.frames += 1,
         "info.frames",
     ),
-    ("info.len", LRO, |c| seg(c, A0).2.len += 1, "info.len"),
+    (
+        "info.len",
+        LRO,
+        |c| seg(&mut c.run, A0).2.len += 1,
+        "info.len",
+    ),
     (
         "a segment over the table's frame limit",
         LRO,
@@ -366,7 +374,7 @@ const BREAKS: &[Break] = &[
         "a payload byte",
         LRO,
         |c| {
-            let (_, bytes, _) = seg(c, A0);
+            let (_, bytes, _) = seg(&mut c.run, A0);
             *bytes.last_mut().expect("payload") ^= 1;
         },
         "payload is not its frames'",
@@ -375,7 +383,7 @@ const BREAKS: &[Break] = &[
         "the IPv4 header checksum",
         LRO,
         |c| {
-            let (_, bytes, _) = seg(c, A0);
+            let (_, bytes, _) = seg(&mut c.run, A0);
             bytes[14 + 10] ^= 1;
         },
         "bad IPv4 header checksum",
@@ -384,7 +392,7 @@ const BREAKS: &[Break] = &[
         "the TCP checksum",
         LRO,
         |c| {
-            let (_, bytes, _) = seg(c, A0);
+            let (_, bytes, _) = seg(&mut c.run, A0);
             bytes[14 + 20 + 16] ^= 1;
         },
         "bad TCP checksum",
@@ -398,13 +406,13 @@ const BREAKS: &[Break] = &[
     (
         "the sequence number",
         LRO,
-        |c| edit_out(c, A0, |b, t| put_u32(b, t.l4 + 4, t.seq + 1)),
+        |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 4, t.seq + 1)),
         "sequence number",
     ),
     (
         "the flags",
         LRO,
-        |c| edit_out(c, A0, |b, t| b[t.l4 + 13] |= 0x08),
+        |c| edit_out(&mut c.run, A0, |b, t| b[t.l4 + 13] |= 0x08),
         "[0, 2, 4]: flags",
     ),
     // The link header is part of the flow's identity (addresses and tags), which is checked
@@ -412,53 +420,73 @@ const BREAKS: &[Break] = &[
     (
         "the link header",
         LRO,
-        |c| edit_out(c, A0, |b, _| b[0] ^= 2),
+        |c| edit_out(&mut c.run, A0, |b, _| b[0] ^= 2),
         "output flow identity changed",
     ),
     (
         "the TTL",
         LRO,
-        |c| edit_out(c, A0, |b, t| b[t.l3 + 8] -= 1),
+        |c| edit_out(&mut c.run, A0, |b, t| b[t.l3 + 8] -= 1),
         "IP fields",
     ),
     (
         "an ACK older than the last frame's under Lro",
         LRO,
-        |c| edit_out(c, B0, |b, t| put_u32(b, t.l4 + 8, ACK - 1)),
+        |c| edit_out(&mut c.run, B0, |b, t| put_u32(b, t.l4 + 8, ACK - 1)),
         "ACK older than its last frame's",
     ),
     (
         "the ACK rewritten under Gro",
         GRO,
-        |c| edit_out(c, A0, |b, t| put_u32(b, t.l4 + 8, get_u32(b, t.l4 + 8) + 1)),
+        |c| {
+            edit_out(&mut c.run, A0, |b, t| {
+                put_u32(b, t.l4 + 8, get_u32(b, t.l4 + 8) + 1)
+            })
+        },
         "ACK/window rewritten",
     ),
     (
         "the options rewritten under Gro",
         GRO,
-        |c| edit_out(c, A0, |b, t| b[tsval_at(t) + 3] ^= 1),
+        |c| edit_out(&mut c.run, A0, |b, t| b[tsval_at(t) + 3] ^= 1),
         "options rewritten",
     ),
     (
         "the urgent pointer under Gro",
         GRO,
-        |c| edit_out(c, A0, |b, t| b[t.l4 + 19] = 1),
+        |c| edit_out(&mut c.run, A0, |b, t| b[t.l4 + 19] = 1),
         "urgent pointer",
     ),
     (
         "a frame passed as received but changed",
         GRO,
         |c| {
-            let (_, bytes, _) = seg(c, ACK_A);
+            let (_, bytes, _) = seg(&mut c.run, ACK_A);
             bytes[0] ^= 2;
         },
         "frame 5: AsReceived but bytes changed",
+    ),
+    (
+        "a segment that does not parse",
+        GRO,
+        |c| {
+            let (_, bytes, info) = seg(&mut c.run, A0);
+            bytes.truncate(20);
+            info.len = 20;
+        },
+        "[0, 2, 4]: output does not parse",
+    ),
+    (
+        "a segment too short for the ACK it absorbed",
+        LRO,
+        |c| seg(&mut c.run, A0).1.truncate(20),
+        "frame 5 released; the segment that carries it is too short for a TCP header",
     ),
     // (8) Reversibility under Gro.
     (
         "a GSO size that does not give the frames back",
         GRO,
-        |c| seg(c, A0).2.gso_size = (MSS / 2) as u16,
+        |c| seg(&mut c.run, A0).2.gso_size = (MSS / 2) as u16,
         "resegment_with::<Gre> gave 6 frames",
     ),
     // Released pure ACKs.
@@ -550,7 +578,7 @@ fn a_duplicate_ack_superseded_or_merged_is_caught() {
 
     let mut merged = duplicate_ack_case();
     merged.run.rec.out.pop();
-    let (ids, _, info) = seg(&mut merged, 0);
+    let (ids, _, info) = seg(&mut merged.run, 0);
     ids.push(2);
     info.frames += 1;
     assert_refused(verdict_of(&merged), "frame 2 is a duplicate ACK");
@@ -564,7 +592,7 @@ fn a_fragment_overtaking_its_flow_is_caught() {
     let mut bytes = data.bytes;
     bytes[14 + 6] |= 0x20;
     oracle::fix_checksums(&mut bytes, &t);
-    let fragment = Pushed::new(bytes, RxMeta::ethernet(0));
+    let fragment = Pushed::new(bytes, META);
     assert!(fragment.tcp.is_none(), "a fragment has no TCP view");
     let frames = vec![
         frame(0, 0, ACK, 0x10, MSS),
@@ -594,7 +622,7 @@ fn a_partial_checksum_that_is_not_the_pseudo_header_sum_is_caught() {
         Config::lro().with_checksum_out(OutChecksum::Partial),
     );
     assert_eq!(verdict_of(&c), Ok(()));
-    let (_, bytes, _) = seg(&mut c, A0);
+    let (_, bytes, _) = seg(&mut c.run, A0);
     bytes[14 + 20 + 17] ^= 1;
     assert_refused(
         verdict_of(&c),
@@ -739,4 +767,392 @@ fn prediction_on_and_off_differing_is_caught() {
         same(&off_predicts),
         "predicted and bursts paused with prediction off",
     );
+}
+
+// The second checker: the invariants judged from the scenario generator's own ground truth
+// (`scenario::check_truth`), which lro-core's property tests apply besides `check::check`.
+
+/// A genuine run with the ground truth about its frames that `Scenario::build` records.
+struct TruthCase {
+    truth: Truth,
+    config: Config,
+    run: Run,
+}
+
+/// The generator's record of one of this scenario's frames: flow A is flow 0, B flow 1.
+fn input_of(p: &Pushed) -> Input {
+    let t = p.tcp.as_ref().expect("a TCP frame");
+    Input {
+        flow: Some(usize::from(t.id.sport - 1000)),
+        bytes: p.bytes.clone(),
+        meta: p.meta,
+        payload: p.bytes[t.payload..t.ip_end].to_vec(),
+        ip_end: t.ip_end,
+        l3: t.l3,
+        l4: t.l4,
+        flags: t.flags,
+        seq: t.seq,
+        ack: t.ack,
+        window: t.window,
+        tsval: t.tsval(&p.bytes),
+        sack: false,
+        corrupt: false,
+        ip_opts: false,
+        fragment: false,
+        malformed: false,
+        padding: None,
+        dup_ack: false,
+        dup_prev: None,
+    }
+}
+
+fn truth_case(policy: Policy) -> TruthCase {
+    let c = case(policy);
+    let truth = Truth {
+        // Duplicate ACKs judged by RFC 5681 whatever the engine holds.
+        dup_mode: 2,
+        frames: c.built.frames.iter().map(input_of).collect(),
+    };
+    TruthCase {
+        truth,
+        config: c.config,
+        run: c.run,
+    }
+}
+
+/// What `scenario::check_truth` says of the case.
+fn truth_verdict(c: &TruthCase) -> Result<(), String> {
+    check_truth(&c.truth, &c.config, &c.run)
+}
+
+/// The generator's record of frame `id`, to change it.
+fn input(c: &mut TruthCase, id: usize) -> &mut Input {
+    &mut c.truth.frames[id]
+}
+
+/// One break of a genuine run for the ground-truth checker.
+type TruthBreak = (&'static str, Policy, fn(&mut TruthCase), &'static str);
+
+const TRUTH_BREAKS: &[TruthBreak] = &[
+    // The record.
+    (
+        "an output lost",
+        LRO,
+        |c| drop(c.run.rec.out.pop()),
+        "conservation: frame 0 came back 0 times",
+    ),
+    (
+        "a flow's frames out of order",
+        GRO,
+        |c| c.run.rec.out.swap(0, 1),
+        "order: flow 0: frame 0 after frame 5",
+    ),
+    (
+        "info.frames",
+        LRO,
+        |c| seg(&mut c.run, A0).2.frames += 1,
+        "info.frames 4",
+    ),
+    (
+        "a segment mixing flows",
+        GRO,
+        |c| input(c, A0).flow = Some(1),
+        "isolation: segment [0, 2, 4] mixes flows",
+    ),
+    (
+        "a chunk that is not its frame's payload",
+        LRO,
+        |c| input(c, A1).payload[0] ^= 1,
+        "chunk 1 is not frame 2's payload",
+    ),
+    (
+        "a frame passed as received but changed",
+        GRO,
+        |c| seg(&mut c.run, ACK_A).1[0] ^= 2,
+        "frame 5: AsReceived but bytes changed",
+    ),
+    (
+        "a merged frame said to be absorbed",
+        LRO,
+        |c| c.run.verdicts[A1] = Verdict::Absorbed,
+        "bytes: flow 0: payload out differs from payload in",
+    ),
+    // The never-merged list.
+    (
+        "a corrupt frame merged",
+        LRO,
+        |c| input(c, A1).corrupt = true,
+        "frame 2 (bad checksum (laundering))",
+    ),
+    (
+        "unverified frames merged",
+        GRO,
+        |c| c.config.verify_checksums = false,
+        "frame 0 (unverified checksum)",
+    ),
+    (
+        "a malformed frame merged",
+        LRO,
+        |c| input(c, A1).malformed = true,
+        "frame 2 (malformed)",
+    ),
+    (
+        "IP options merged",
+        LRO,
+        |c| input(c, A1).ip_opts = true,
+        "frame 2 (IP options)",
+    ),
+    (
+        "a fragment merged",
+        LRO,
+        |c| input(c, A1).fragment = true,
+        "frame 2 (fragment)",
+    ),
+    (
+        "URG merged",
+        LRO,
+        |c| input(c, A1).flags |= 0x20,
+        "frame 2 (SYN/RST/URG)",
+    ),
+    (
+        "a duplicate ACK merged",
+        LRO,
+        |c| input(c, A1).dup_ack = true,
+        "frame 2 (duplicate ACK)",
+    ),
+    (
+        "non-neutral padding merged",
+        LRO,
+        |c| input(c, A1).padding = Some(false),
+        "frame 2 (non-neutral padding)",
+    ),
+    (
+        "padding merged under Gro",
+        GRO,
+        |c| input(c, A1).padding = Some(true),
+        "frame 2 (padding under Gro)",
+    ),
+    (
+        "SACK merged under Lro",
+        LRO,
+        |c| input(c, A1).sack = true,
+        "frame 2 (SACK under Lro)",
+    ),
+    // Frame against frame.
+    (
+        "another TTL merged",
+        LRO,
+        |c| {
+            let l3 = input(c, A1).l3;
+            input(c, A1).bytes[l3 + 8] -= 1;
+        },
+        "frame 2 differs in TTL/TOS/DF",
+    ),
+    (
+        "another CWR merged",
+        LRO,
+        |c| input(c, A1).flags |= 0x80,
+        "frame 2 differs in TCP flags",
+    ),
+    (
+        "PSH before the last frame",
+        LRO,
+        |c| {
+            input(c, A1).flags |= 0x08;
+            edit_out(&mut c.run, A0, |b, t| b[t.l4 + 13] |= 0x08);
+        },
+        "PSH/FIN on frame 2 which is not last",
+    ),
+    (
+        "a sequence gap merged",
+        LRO,
+        |c| input(c, A1).seq += 1,
+        "frame 2 not contiguous",
+    ),
+    (
+        "another ACK merged under Gro",
+        GRO,
+        |c| input(c, A1).ack += 1,
+        "ACK/window of frame 2 differ",
+    ),
+    (
+        "other options merged under Gro",
+        GRO,
+        |c| {
+            let at = input(c, A1).l4 + 20 + 4;
+            input(c, A1).bytes[at + 3] ^= 1;
+        },
+        "options of frame 2 differ",
+    ),
+    (
+        "IPv4 IDs neither fixed nor incrementing under Gro",
+        GRO,
+        |c| {
+            let l3 = input(c, A1).l3;
+            input(c, A1).bytes[l3 + 4..l3 + 6].copy_from_slice(&999u16.to_be_bytes());
+        },
+        "IPv4 IDs neither fixed nor incrementing",
+    ),
+    (
+        "the ACK going back under Lro",
+        LRO,
+        |c| input(c, A1).ack -= 1,
+        "ACK goes backwards at frame 2",
+    ),
+    (
+        "the TSval going back under Lro",
+        LRO,
+        |c| input(c, A1).tsval = Some(99),
+        "TSval goes backwards at frame 2",
+    ),
+    (
+        "timestamps on some frames only under Lro",
+        LRO,
+        |c| input(c, A1).tsval = None,
+        "timestamps present on some frames only",
+    ),
+    // The output, read back by etherparse.
+    (
+        "a segment that does not parse",
+        GRO,
+        |c| seg(&mut c.run, A0).1.truncate(20),
+        "does not parse",
+    ),
+    (
+        "a segment too short for the ACK it absorbed",
+        LRO,
+        |c| seg(&mut c.run, A0).1.truncate(20),
+        "frame 5 released; the segment that carries it is too short for a TCP header",
+    ),
+    (
+        "a payload byte",
+        LRO,
+        |c| *seg(&mut c.run, A0).1.last_mut().expect("payload") ^= 1,
+        "payload is not the frames' payloads",
+    ),
+    (
+        "info.payload_len",
+        LRO,
+        |c| seg(&mut c.run, A0).2.payload_len += 1,
+        "info lengths",
+    ),
+    (
+        "info.l4",
+        LRO,
+        |c| seg(&mut c.run, A0).2.l4 += 1,
+        "info offsets",
+    ),
+    (
+        "the IPv4 header checksum",
+        LRO,
+        |c| seg(&mut c.run, A0).1[14 + 10] ^= 1,
+        "bad IPv4 header checksum",
+    ),
+    (
+        "the size limit crossed",
+        LRO,
+        |c| c.config.max_ip_len = 200,
+        "over the limit",
+    ),
+    (
+        "the TCP checksum",
+        LRO,
+        |c| seg(&mut c.run, A0).1[14 + 20 + 16] ^= 1,
+        "bad TCP checksum",
+    ),
+    (
+        "the checksum state",
+        LRO,
+        |c| c.config.checksum_out = OutChecksum::Partial,
+        "checksum state Full",
+    ),
+    (
+        "the sequence number",
+        LRO,
+        |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 4, t.seq + 1)),
+        "sequence number",
+    ),
+    (
+        "the flags",
+        LRO,
+        |c| edit_out(&mut c.run, A0, |b, t| b[t.l4 + 13] |= 0x08),
+        "[0, 2, 4]: flags 0x18",
+    ),
+    (
+        "the ACK rewritten under Gro",
+        GRO,
+        |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 8, ACK + 1)),
+        "header fields other than lengths changed",
+    ),
+    (
+        "an ACK older than the last frame's under Lro",
+        LRO,
+        |c| edit_out(&mut c.run, B0, |b, t| put_u32(b, t.l4 + 8, ACK - 1)),
+        "ACK older than its last frame's",
+    ),
+    // Released pure ACKs.
+    (
+        "a frame released under Gro",
+        LRO,
+        |c| c.config.policy = Policy::Gro,
+        "frame 5 released under Gro",
+    ),
+    (
+        "a released frame that may not merge",
+        LRO,
+        |c| input(c, ACK_A).sack = true,
+        "frame 5 released but may not be merged",
+    ),
+    (
+        "a released frame with no segment after it",
+        LRO,
+        |c| {
+            let at = seg_at(&c.run, A0);
+            let last = c.run.rec.out.remove(at);
+            c.run.rec.out.insert(0, last);
+        },
+        "frame 5 released but no later segment of its flow carries it",
+    ),
+    (
+        "a released frame whose ACK the segment lacks",
+        LRO,
+        |c| input(c, ACK_A).ack += 1,
+        "frame 5 released; its ACK 5101 is newer than the segment's 5100",
+    ),
+];
+
+#[test]
+fn every_break_is_caught_by_the_ground_truth_checker_too() {
+    for policy in [LRO, GRO] {
+        assert_eq!(truth_verdict(&truth_case(policy)), Ok(()), "{policy:?}");
+    }
+    let mut missed = Vec::new();
+    for &(what, policy, tamper, want) in TRUTH_BREAKS {
+        let mut c = truth_case(policy);
+        tamper(&mut c);
+        match truth_verdict(&c) {
+            Err(msg) if msg.contains(want) => {}
+            other => missed.push(format!("{what} ({policy:?}): want {want:?}, got {other:?}")),
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn a_wrong_partial_checksum_is_caught_by_the_ground_truth_checker() {
+    let c = case_with(
+        built(),
+        Config::lro().with_checksum_out(OutChecksum::Partial),
+    );
+    let mut c = TruthCase {
+        truth: Truth {
+            dup_mode: 2,
+            frames: c.built.frames.iter().map(input_of).collect(),
+        },
+        config: c.config,
+        run: c.run,
+    };
+    assert_eq!(truth_verdict(&c), Ok(()));
+    seg(&mut c.run, A0).1[14 + 20 + 17] ^= 1;
+    assert_refused(truth_verdict(&c), "partial checksum");
 }

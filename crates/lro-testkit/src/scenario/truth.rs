@@ -215,7 +215,14 @@ fn check_released(
             "frame {id} released but no later segment of its flow carries it"
         ));
     };
-    let head_ack = u32::from_be_bytes(bytes[inp.l4 + 8..inp.l4 + 12].try_into().unwrap());
+    let Some(head_ack) = bytes
+        .get(inp.l4 + 8..inp.l4 + 12)
+        .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
+    else {
+        return Err(format!(
+            "frame {id} released; the segment that carries it is too short for a TCP header"
+        ));
+    };
     if !serial_le(inp.ack, head_ack) {
         return Err(format!(
             "frame {id} released; its ACK {} is newer than the segment's {head_ack}",
