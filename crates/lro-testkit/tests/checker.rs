@@ -15,6 +15,8 @@ use lro_core::{
     Coalescer, Config, Engine, OutChecksum, PassReason, Policy, RxMeta, SegmentInfo, Sink, Sizes,
     Stats, Verdict,
 };
+use lro_gre::testing::{GreSpec, InnerFrame};
+use lro_gre::GreEngine;
 use lro_testkit::built::{Built, Pushed, Step};
 use lro_testkit::check::{self, Order, Run};
 use lro_testkit::frame::{bytes_of, Out, Tagged};
@@ -41,6 +43,11 @@ const ACK_A: usize = 5;
 /// numbers contiguous, the same timestamps throughout (so `Gro` merges them too), IPv4 IDs
 /// incrementing.
 fn frame(flow: u16, k: usize, ack: u32, flags: u8, len: usize) -> Pushed {
+    Pushed::new(frame_bytes(flow, k, ack, flags, len), META)
+}
+
+/// The bytes of [`frame`]'s frame.
+fn frame_bytes(flow: u16, k: usize, ack: u32, flags: u8, len: usize) -> Vec<u8> {
     let payload: Vec<u8> = (0..len)
         .map(|i| (usize::from(flow) * 31 + k * 7 + i) as u8)
         .collect();
@@ -53,7 +60,7 @@ fn frame(flow: u16, k: usize, ack: u32, flags: u8, len: usize) -> Pushed {
     if let IpSpec::V4(ip) = &mut spec.ip {
         ip.id = k as u16;
     }
-    Pushed::new(bytes_of(&spec), META)
+    bytes_of(&spec)
 }
 
 /// Two flows interleaved: A0 B0 A1 B1 A2, a pure ACK of flow A with a newer ACK number, then
@@ -1155,4 +1162,132 @@ fn a_wrong_partial_checksum_is_caught_by_the_ground_truth_checker() {
     assert_eq!(truth_verdict(&c), Ok(()));
     seg(&mut c.run, A0).1[14 + 20 + 17] ^= 1;
     assert_refused(truth_verdict(&c), "partial checksum");
+}
+
+// Through a GRE tunnel: the checks of the outer layers, and the second GRE reader's
+// (`gre_reader::cross_check`), which `check::check` applies to every tunnelled segment.
+
+/// Where a tunnelled frame of [`gre_built`] has its outer IPv4 header and its GRE header
+/// (Ethernet, then 20 bytes of IPv4; GRE with checksum and key).
+const OUTER_L3: usize = 14;
+const GRE_AT: usize = OUTER_L3 + 20;
+
+/// Flow A's first three data frames in a GRE tunnel with checksum and key, outer IPv4 IDs
+/// incrementing.
+fn gre_built() -> Built {
+    let frames: Vec<Pushed> = (0..3)
+        .map(|k| {
+            let inner = frame_bytes(0, k, ACK, 0x10, MSS);
+            let gre = GreSpec::ipv4().checksum().key(7).ip_id(k as u16);
+            let mut out = vec![0u8; 2048];
+            let n = gre
+                .write(InnerFrame::Ethernet(&inner), &mut out)
+                .expect("room for the wrapped frame");
+            out.truncate(n);
+            Pushed::new(out, META)
+        })
+        .collect();
+    let steps = (0..frames.len()).map(Step::Push).collect();
+    Built {
+        frames,
+        steps,
+        truth: None,
+    }
+}
+
+fn gre_case() -> Case {
+    let built = gre_built();
+    let config = Config::gro();
+    let mut engine: Box<GreEngine<Tagged, Sizes<8, FRAMES>>> = Box::new(GreEngine::new(config));
+    let run = check::run(&mut *engine, &built, true);
+    Case {
+        built,
+        config,
+        frames_max: FRAMES,
+        run,
+    }
+}
+
+/// Edits the tunnelled segment headed by frame 0, then makes every checksum right again.
+fn edit_gre_out(c: &mut Case, edit: impl FnOnce(&mut [u8])) {
+    let (_, bytes, _) = seg(&mut c.run, 0);
+    edit(bytes);
+    let t = oracle::tcp_of_gre(bytes, &META).expect("the edited segment reads as GRE TCP");
+    oracle::fix_checksums(bytes, &t);
+}
+
+/// One break of the tunnelled run: its name, what it changes, and the message it must get.
+type GreBreak = (&'static str, fn(&mut Case), &'static str);
+
+const GRE_BREAKS: &[GreBreak] = &[
+    (
+        "another outer TTL merged (ground truth)",
+        |c| {
+            let o = c.built.frames[1].tcp.as_mut().expect("TCP").outer.as_mut();
+            o.expect("tunnelled").ttl -= 1;
+        },
+        "frame 1 outer TTL/TOS/DF",
+    ),
+    (
+        "another outer TTL merged (as the second reader reads it)",
+        |c| c.built.frames[1].bytes[OUTER_L3 + 8] -= 1,
+        "frame 1 outer TTL differs",
+    ),
+    (
+        "never-merged GRE flags merged",
+        |c| {
+            for f in &mut c.built.frames {
+                let t = f.tcp.as_mut().expect("TCP");
+                t.id.tunnel.as_mut().expect("tunnelled").flags |= 0x1000;
+            }
+        },
+        "GRE flags 0xb000 merged",
+    ),
+    (
+        "another GRE header merged",
+        |c| c.built.frames[1].bytes[GRE_AT + 6] ^= 1,
+        "frame 1 GRE header",
+    ),
+    (
+        "no tunnel in the segment's info",
+        |c| seg(&mut c.run, 0).2.tunnel = None,
+        "tunnelled, but no tunnel in its info",
+    ),
+    (
+        "the outer IPv4 header checksum",
+        |c| seg(&mut c.run, 0).1[OUTER_L3 + 10] ^= 1,
+        "IPv4 header checksum wrong",
+    ),
+    (
+        "the GRE checksum",
+        |c| seg(&mut c.run, 0).1[GRE_AT + 4] ^= 1,
+        "GRE checksum wrong",
+    ),
+    (
+        "the outer TTL",
+        |c| edit_gre_out(c, |b| b[OUTER_L3 + 8] -= 1),
+        "outer IP header",
+    ),
+    (
+        "the GRE header",
+        |c| edit_gre_out(c, |b| b[GRE_AT + 6] ^= 1),
+        "GRE header changed beyond its checksum",
+    ),
+];
+
+#[test]
+fn every_break_of_a_tunnelled_segment_is_caught() {
+    let genuine = gre_case();
+    assert_eq!(verdict_of(&genuine), Ok(()));
+    assert_eq!(shape(&genuine.run), ["[0, 1, 2]"]);
+    let mut missed = Vec::new();
+    for &(what, tamper, want) in GRE_BREAKS {
+        let mut c = gre_case();
+        tamper(&mut c);
+        match verdict_of(&c) {
+            Err(msg) if msg.contains(want) => {}
+            other => missed.push(format!("{what}: want {want:?}, got {other:?}")),
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
 }
