@@ -1246,7 +1246,8 @@ const GRE_BREAKS: &[GreBreak] = &[
     (
         "another GRE header merged",
         |c| c.built.frames[1].bytes[GRE_AT + 6] ^= 1,
-        "frame 1 GRE header",
+        // The reference reader's check, not the second reader's ("... GRE header differs").
+        "frame 1 GRE header\n",
     ),
     (
         "no tunnel in the segment's info",
@@ -1290,4 +1291,47 @@ fn every_break_of_a_tunnelled_segment_is_caught() {
         }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+/// The fuzz targets' header check (`structured::check_headers`, feature `fuzz`): a rewritten
+/// segment's IP and TCP headers are the head's but for lengths, checksums and PSH/FIN, and
+/// under `Lro` carry the newest ACK, window and timestamps of its frames and of the pure ACKs
+/// it absorbed. CI runs this with `cargo test -p lro-testkit --features fuzz --test checker`.
+#[cfg(feature = "fuzz")]
+#[test]
+fn the_fuzz_targets_header_check_refuses_broken_headers() {
+    use lro_testkit::structured::check_headers;
+    let judge = |c: &Case| check::catch(|| check_headers(&c.built, &c.config, &c.run, &|_| true));
+    for policy in [LRO, GRO] {
+        assert_eq!(judge(&case(policy)), Ok(()), "{policy:?}");
+    }
+    type HeaderBreak = (Policy, fn(&mut Case), &'static str);
+    let breaks: [HeaderBreak; 4] = [
+        (
+            LRO,
+            // The ACK of the data frames, not of the pure ACK the segment absorbed.
+            |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 8, ACK)),
+            "TCP header is not the head's with the newest ACK, window and timestamps (frame 5's)",
+        ),
+        (
+            LRO,
+            |c| edit_out(&mut c.run, A0, |b, t| b[tsval_at(t) + 7] ^= 1),
+            "TCP header is not the head's with the newest ACK",
+        ),
+        (
+            GRO,
+            |c| edit_out(&mut c.run, A0, |b, t| b[t.l4 + 15] ^= 1),
+            "Gro segment [0, 2, 4]: TCP header is not the head's",
+        ),
+        (
+            GRO,
+            |c| edit_out(&mut c.run, A0, |b, t| b[t.l3 + 1] = 4),
+            "IP header changed beyond its length and checksum",
+        ),
+    ];
+    for (policy, tamper, want) in breaks {
+        let mut c = case(policy);
+        tamper(&mut c);
+        assert_refused(judge(&c), want);
+    }
 }
