@@ -57,10 +57,12 @@
 
 use lro_core::encap::NoEncap;
 use lro_core::testing::{FrameSpec, TCP_ACK, TCP_CWR, TPID_8021Q};
+use lro_core::RxMeta;
 use lro_testkit::kernel::{
     by_flow, captures, crowded, describe, engine_gro, frames_of, gso_gives_back, most_held,
     poll_steps, runner, wire_batch, wire_seeds, Kernel, BATCH, MAX_GRO_SKBS,
 };
+use lro_testkit::oracle;
 use proptest::test_runner::TestCaseError;
 use std::cell::Cell;
 
@@ -192,6 +194,42 @@ fn gro_policy_makes_the_frames_linux_gro_makes() {
     assert!(
         merged > 0 && segmented > 0,
         "nothing merged in {frames_in} frames"
+    );
+}
+
+/// The comparisons with the kernel can fail: a claim that the frames come out unmerged, where
+/// Linux merges each flow's two, is refused with an account of both sides per flow; and
+/// Linux's GSO of the engine's segments, which gives their frames back, is refused once the
+/// frames claimed for a segment are another order of them.
+#[test]
+fn the_comparisons_with_the_kernel_refuse_a_wrong_claim() {
+    let Some(kernel) = Kernel::or_skip("refuse") else {
+        return;
+    };
+    // IPv4 IDs incrementing per flow, so that Linux's GSO can be asked to segment them.
+    let mut input = interleaved(4, TCP_ACK, None);
+    for (k, f) in input.iter_mut().enumerate() {
+        let t = oracle::tcp_of(f, &RxMeta::ethernet(0)).expect("TCP");
+        f[t.l3 + 4..t.l3 + 6].copy_from_slice(&((k / 4) as u16).to_be_bytes());
+        oracle::fix_checksums(f, &t);
+    }
+    let err = kernel
+        .agrees(&input, &input)
+        .expect_err("Linux merges each flow; the claim does not");
+    assert!(
+        err.contains("linux: 254@1000\n") && err.contains("lro:   154@1000 154@1100\n"),
+        "{err}"
+    );
+    let mut out = engine_gro::<NoEncap>(&input);
+    kernel
+        .agrees(&input, &frames_of(&out))
+        .unwrap_or_else(|e| panic!("the engine's own frames: {e}"));
+    assert_eq!(gso_gives_back(&kernel, &input, &out), Ok(4));
+    out[0].ids.reverse();
+    let err = gso_gives_back(&kernel, &input, &out).expect_err("the frames in another order");
+    assert!(
+        err.starts_with("Linux's GSO of a segment of 2 frames"),
+        "{err}"
     );
 }
 
