@@ -12,8 +12,8 @@
 
 use lro_core::testing::{FrameSpec, IpSpec};
 use lro_core::{
-    Coalescer, Config, Engine, OutChecksum, PassReason, Policy, RxMeta, SegmentInfo, Sink, Sizes,
-    Stats, Verdict,
+    Coalescer, Config, Engine, FlushReason, OutChecksum, PassReason, Policy, RxMeta, SegmentInfo,
+    Sink, Sizes, Stats, Verdict,
 };
 use lro_gre::testing::{GreSpec, InnerFrame};
 use lro_gre::GreEngine;
@@ -818,13 +818,18 @@ fn duplicate_ack_case() -> Case {
         steps,
         truth: None,
     };
-    case_with(built, Config::lro())
+    let mut c = case_with(built, Config::lro());
+    // As the generator records it: a duplicate of frame 1's ACK.
+    record(&mut c, 2).dup_ack = true;
+    record(&mut c, 2).dup_prev = Some(1);
+    c
 }
 
 #[test]
 fn a_duplicate_ack_superseded_or_merged_is_caught() {
     let genuine = duplicate_ack_case();
     assert_eq!(verdict_of(&genuine), Ok(()));
+    assert_eq!(truth_verdict(&genuine), Ok(()));
     assert_eq!(shape(&genuine.run), ["Rel(1)", "[0]", "[2]"]);
 
     let mut released = duplicate_ack_case();
@@ -833,13 +838,25 @@ fn a_duplicate_ack_superseded_or_merged_is_caught() {
         verdict_of(&released),
         "frame 2: a duplicate ACK was released",
     );
+    assert_refused(
+        truth_verdict(&released),
+        "frame 2 released but may not be merged",
+    );
 
+    // Frame 2 (no payload) appended to the segment of frame 0, as a recorder would show it.
     let mut merged = duplicate_ack_case();
     merged.run.rec.out.pop();
-    let (ids, _, info) = seg(&mut merged.run, 0);
+    let Some(Out::Seg {
+        ids, chunks, info, ..
+    }) = merged.run.rec.out.last_mut()
+    else {
+        panic!("the segment of frame 0 is last")
+    };
     ids.push(2);
+    chunks.push(Vec::new());
     info.frames += 1;
     assert_refused(verdict_of(&merged), "frame 2 is a duplicate ACK");
+    assert_refused(truth_verdict(&merged), "frame 2 (duplicate ACK)");
 }
 
 #[test]
@@ -897,6 +914,12 @@ enum Lie {
     PassedAsHeld,
     /// A frame it holds is said to be passed.
     HeldAsPassed,
+    /// A frame it holds is said to be absorbed (superseded and released).
+    HeldAsAbsorbed,
+    /// A frame it passes is said to be merged into a held segment.
+    PassedAsMerged,
+    /// A frame it merges and keeps is said to have completed its segment.
+    MergedAsFlushed,
     /// It says it holds one more frame than it does.
     HeldFrames,
     /// One frame more in and out than it saw: conserved, but not what was pushed.
@@ -938,6 +961,11 @@ impl Coalescer<Tagged> for Liar {
         match (self.lie, v) {
             (Lie::PassedAsHeld, Verdict::Passed(_)) => Verdict::Held,
             (Lie::HeldAsPassed, Verdict::Held) => Verdict::Passed(PassReason::NotTcp),
+            (Lie::HeldAsAbsorbed, Verdict::Held) => Verdict::Absorbed,
+            (Lie::PassedAsMerged, Verdict::Passed(_)) => Verdict::Merged,
+            (Lie::MergedAsFlushed, Verdict::Merged) => {
+                Verdict::MergedAndFlushed(FlushReason::SizeLimit)
+            }
             _ => v,
         }
     }
@@ -968,6 +996,15 @@ fn an_engine_misreporting_its_verdicts_counters_or_held_frames_is_caught() {
         (
             Lie::HeldAsPassed,
             "frame 0: Passed(NotTcp) but not delivered alone",
+        ),
+        (Lie::HeldAsAbsorbed, "frame 0: Absorbed but not released"),
+        (
+            Lie::PassedAsMerged,
+            "frame 5: Merged (still held) but delivered",
+        ),
+        (
+            Lie::MergedAsFlushed,
+            "frame 2: verdict MergedAndFlushed(SizeLimit) but last output None",
         ),
         (Lie::HeldFrames, "frames still held after flush_all"),
         (Lie::FramesIn, "frames_in"),
