@@ -207,10 +207,12 @@ fn the_comparisons_with_the_kernel_refuse_a_wrong_claim() {
         return;
     };
     // IPv4 IDs incrementing per flow, so that Linux's GSO can be asked to segment them.
-    let mut input = interleaved(4, TCP_ACK, None);
+    let flows = 4;
+    let mut input = interleaved(flows, TCP_ACK, None);
     for (k, f) in input.iter_mut().enumerate() {
         let t = oracle::tcp_of(f, &RxMeta::ethernet(0)).expect("TCP");
-        f[t.l3 + 4..t.l3 + 6].copy_from_slice(&((k / 4) as u16).to_be_bytes());
+        let id = k as u16 / flows;
+        f[t.l3 + 4..t.l3 + 6].copy_from_slice(&id.to_be_bytes());
         oracle::fix_checksums(f, &t);
     }
     let err = kernel
@@ -224,7 +226,10 @@ fn the_comparisons_with_the_kernel_refuse_a_wrong_claim() {
     kernel
         .agrees(&input, &frames_of(&out))
         .unwrap_or_else(|e| panic!("the engine's own frames: {e}"));
-    assert_eq!(gso_gives_back(&kernel, &input, &out), Ok(4));
+    assert_eq!(
+        gso_gives_back(&kernel, &input, &out),
+        Ok(usize::from(flows))
+    );
     out[0].ids.reverse();
     let err = gso_gives_back(&kernel, &input, &out).expect_err("the frames in another order");
     assert!(

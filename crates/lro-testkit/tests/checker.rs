@@ -256,47 +256,49 @@ struct Break {
 const LRO: Policy = Policy::Lro;
 const GRO: Policy = Policy::Gro;
 
-const fn b(
-    what: &'static str,
-    policy: Policy,
-    tamper: fn(&mut Case),
-    check: Option<&'static str>,
-    truth: Option<&'static str>,
-) -> Break {
-    Break {
-        what,
-        policy,
-        tamper,
-        check,
-        truth,
+impl Break {
+    const fn new(
+        what: &'static str,
+        policy: Policy,
+        tamper: fn(&mut Case),
+        check: Option<&'static str>,
+        truth: Option<&'static str>,
+    ) -> Break {
+        Break {
+            what,
+            policy,
+            tamper,
+            check,
+            truth,
+        }
     }
 }
 
 /// The breaks. Each must be refused by the check its message names, not by another one first.
 const BREAKS: &[Break] = &[
     // (1) Conservation and (2) per-flow order.
-    b(
+    Break::new(
         "an output lost",
         LRO,
         |c| drop(c.run.rec.out.pop()),
         Some("conservation: frame 0 (pushed: true) came back 0 times"),
         Some("conservation: frame 0 came back 0 times"),
     ),
-    b(
+    Break::new(
         "a released frame twice",
         LRO,
         |c| c.run.rec.out.push(Out::Rel(ACK_A)),
         Some("conservation: frame 5 (pushed: true) came back 2 times"),
         Some("conservation: frame 5 came back 2 times"),
     ),
-    b(
+    Break::new(
         "a flow's frames out of order",
         GRO,
         |c| c.run.rec.out.swap(0, 1),
         Some("order: frame 0 after frame 5 of the same flow"),
         Some("order: flow 0: frame 0 after frame 5"),
     ),
-    b(
+    Break::new(
         "a merged frame said to be absorbed",
         LRO,
         |c| c.run.verdicts[A1] = Verdict::Absorbed,
@@ -304,35 +306,35 @@ const BREAKS: &[Break] = &[
         Some("bytes: flow 0: payload out differs from payload in"),
     ),
     // Segment bookkeeping.
-    b(
+    Break::new(
         "info.frames",
         LRO,
         |c| seg(&mut c.run, A0).2.frames += 1,
         Some("info.frames"),
         Some("info.frames 4"),
     ),
-    b(
+    Break::new(
         "info.len",
         LRO,
         |c| seg(&mut c.run, A0).2.len += 1,
         Some("info.len"),
         Some("info lengths"),
     ),
-    b(
+    Break::new(
         "info.payload_len",
         LRO,
         |c| seg(&mut c.run, A0).2.payload_len += 1,
         Some("[0, 2, 4]: info.payload_len"),
         Some("info lengths"),
     ),
-    b(
+    Break::new(
         "info.l4",
         LRO,
         |c| seg(&mut c.run, A0).2.l4 += 1,
         Some("info offsets"),
         Some("info offsets"),
     ),
-    b(
+    Break::new(
         "a segment over the table's frame limit",
         LRO,
         |c| c.frames_max = 2,
@@ -340,7 +342,7 @@ const BREAKS: &[Break] = &[
         None,
     ),
     // (5) Isolation, with the order of both flows kept.
-    b(
+    Break::new(
         "a segment mixing flows",
         GRO,
         |c| {
@@ -351,7 +353,7 @@ const BREAKS: &[Break] = &[
         Some("isolation: segment [0, 2, 4] mixes flows"),
     ),
     // (7) No laundering, and the rest of the never-merged list (4), frame by frame.
-    b(
+    Break::new(
         "an untrusted frame merged",
         LRO,
         |c| {
@@ -361,14 +363,14 @@ const BREAKS: &[Break] = &[
         Some("laundering: frame 2"),
         Some("frame 2 (bad checksum (laundering))"),
     ),
-    b(
+    Break::new(
         "unverified frames merged",
         GRO,
         |c| c.config.verify_checksums = false,
         None,
         Some("frame 0 (unverified checksum)"),
     ),
-    b(
+    Break::new(
         "URG merged",
         LRO,
         |c| {
@@ -378,7 +380,7 @@ const BREAKS: &[Break] = &[
         Some("frame 2 flags 0x30"),
         Some("frame 2 (SYN/RST/URG)"),
     ),
-    b(
+    Break::new(
         "IP options merged",
         LRO,
         |c| {
@@ -388,35 +390,35 @@ const BREAKS: &[Break] = &[
         Some("frame 2 has IP options"),
         Some("frame 2 (IP options)"),
     ),
-    b(
+    Break::new(
         "a malformed frame merged",
         LRO,
         |c| record(c, A1).malformed = true,
         None,
         Some("frame 2 (malformed)"),
     ),
-    b(
+    Break::new(
         "a fragment merged",
         LRO,
         |c| record(c, A1).fragment = true,
         None,
         Some("frame 2 (fragment)"),
     ),
-    b(
+    Break::new(
         "a duplicate ACK merged",
         LRO,
         |c| record(c, A1).dup_ack = true,
         None,
         Some("frame 2 (duplicate ACK)"),
     ),
-    b(
+    Break::new(
         "SACK merged under Lro",
         LRO,
         |c| record(c, A1).sack = true,
         None,
         Some("frame 2 (SACK under Lro)"),
     ),
-    b(
+    Break::new(
         "non-neutral padding merged",
         LRO,
         |c| {
@@ -426,7 +428,7 @@ const BREAKS: &[Break] = &[
         Some("frame 2 has padding that may not be trimmed"),
         Some("frame 2 (non-neutral padding)"),
     ),
-    b(
+    Break::new(
         "padding merged under Gro",
         GRO,
         |c| {
@@ -436,14 +438,14 @@ const BREAKS: &[Break] = &[
         Some("frame 2 has padding that may not be trimmed"),
         Some("frame 2 (padding under Gro)"),
     ),
-    b(
+    Break::new(
         "another link header merged under Gro",
         GRO,
         |c| c.built.frames[A1].bytes[0] ^= 2,
         Some("frame 2 link header differs from the head's under Gro"),
         None,
     ),
-    b(
+    Break::new(
         "another TTL merged",
         LRO,
         |c| {
@@ -454,14 +456,14 @@ const BREAKS: &[Break] = &[
         Some("frame 2 TTL/TOS/DF"),
         Some("frame 2 differs in TTL/TOS/DF"),
     ),
-    b(
+    Break::new(
         "another data offset merged",
         LRO,
         |c| view(c, A1).doff_byte ^= 1,
         Some("frame 2 data offset/reserved"),
         None,
     ),
-    b(
+    Break::new(
         "another CWR merged",
         LRO,
         |c| {
@@ -471,7 +473,7 @@ const BREAKS: &[Break] = &[
         Some("frame 2 flags differ"),
         Some("frame 2 differs in TCP flags"),
     ),
-    b(
+    Break::new(
         "PSH before the last frame",
         LRO,
         |c| {
@@ -482,7 +484,7 @@ const BREAKS: &[Break] = &[
         Some("PSH/FIN on frame 2, not last"),
         Some("PSH/FIN on frame 2 which is not last"),
     ),
-    b(
+    Break::new(
         "a sequence gap merged",
         LRO,
         |c| {
@@ -492,7 +494,7 @@ const BREAKS: &[Break] = &[
         Some("frame 2 not contiguous"),
         Some("frame 2 not contiguous"),
     ),
-    b(
+    Break::new(
         "a chunk that is not its frame's payload",
         LRO,
         |c| {
@@ -504,7 +506,7 @@ const BREAKS: &[Break] = &[
         Some("chunk 1 is not frame 2's payload"),
     ),
     // Policy rules.
-    b(
+    Break::new(
         "another ACK merged under Gro",
         GRO,
         |c| {
@@ -514,7 +516,7 @@ const BREAKS: &[Break] = &[
         Some("frame 2 ACK/window"),
         Some("ACK/window of frame 2 differ"),
     ),
-    b(
+    Break::new(
         "other options merged under Gro",
         GRO,
         |c| {
@@ -525,7 +527,7 @@ const BREAKS: &[Break] = &[
         Some("frame 2 options"),
         Some("options of frame 2 differ"),
     ),
-    b(
+    Break::new(
         "IPv4 IDs neither fixed nor incrementing under Gro",
         GRO,
         |c| {
@@ -536,7 +538,7 @@ const BREAKS: &[Break] = &[
         Some("IPv4 IDs neither fixed nor incrementing"),
         Some("IPv4 IDs neither fixed nor incrementing"),
     ),
-    b(
+    Break::new(
         "the ACK going back under Lro",
         LRO,
         |c| {
@@ -546,7 +548,7 @@ const BREAKS: &[Break] = &[
         Some("ACK goes back at 2"),
         Some("ACK goes backwards at frame 2"),
     ),
-    b(
+    Break::new(
         "the TSval going back under Lro",
         LRO,
         |c| {
@@ -557,14 +559,14 @@ const BREAKS: &[Break] = &[
         Some("TSval back at 2"),
         Some("TSval goes backwards at frame 2"),
     ),
-    b(
+    Break::new(
         "timestamps on some frames only under Lro",
         LRO,
         |c| record(c, A1).tsval = None,
         None,
         Some("timestamps present on some frames only"),
     ),
-    b(
+    Break::new(
         "the size limit crossed",
         LRO,
         |c| c.config.max_ip_len = 200,
@@ -572,7 +574,7 @@ const BREAKS: &[Break] = &[
         Some("over the limit"),
     ),
     // (6) Valid output.
-    b(
+    Break::new(
         "a segment that does not parse",
         GRO,
         |c| {
@@ -583,42 +585,42 @@ const BREAKS: &[Break] = &[
         Some("[0, 2, 4]: output does not parse"),
         Some("[0, 2, 4] does not parse"),
     ),
-    b(
+    Break::new(
         "a payload byte",
         LRO,
         |c| *seg(&mut c.run, A0).1.last_mut().expect("payload") ^= 1,
         Some("payload is not its frames'"),
         Some("payload is not the frames' payloads"),
     ),
-    b(
+    Break::new(
         "the IPv4 header checksum",
         LRO,
         |c| seg(&mut c.run, A0).1[14 + 10] ^= 1,
         Some("bad IPv4 header checksum"),
         Some("bad IPv4 header checksum"),
     ),
-    b(
+    Break::new(
         "the TCP checksum",
         LRO,
         |c| seg(&mut c.run, A0).1[14 + 20 + 16] ^= 1,
         Some("bad TCP checksum"),
         Some("bad TCP checksum"),
     ),
-    b(
+    Break::new(
         "the checksum state",
         LRO,
         |c| c.config.checksum_out = OutChecksum::Partial,
         Some("[1, 3, 6]: checksum state"),
         Some("[1, 3, 6]: checksum state Full"),
     ),
-    b(
+    Break::new(
         "the sequence number",
         LRO,
         |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 4, t.seq + 1)),
         Some("sequence number"),
         Some("sequence number"),
     ),
-    b(
+    Break::new(
         "the flags",
         LRO,
         |c| edit_out(&mut c.run, A0, |b, t| b[t.l4 + 13] |= 0x08),
@@ -628,49 +630,49 @@ const BREAKS: &[Break] = &[
     // The link header is part of the flow's identity (addresses and tags), which is checked
     // first; the byte-for-byte compare of the link header after it is a second guard. The
     // ground-truth checker compares the link header under Gro only.
-    b(
+    Break::new(
         "the link header",
         LRO,
         |c| edit_out(&mut c.run, A0, |b, _| b[0] ^= 2),
         Some("output flow identity changed"),
         None,
     ),
-    b(
+    Break::new(
         "the TTL",
         LRO,
         |c| edit_out(&mut c.run, A0, |b, t| b[t.l3 + 8] -= 1),
         Some("IP fields"),
         None,
     ),
-    b(
+    Break::new(
         "an ACK older than the last frame's under Lro",
         LRO,
         |c| edit_out(&mut c.run, B0, |b, t| put_u32(b, t.l4 + 8, ACK - 1)),
         Some("ACK older than its last frame's"),
         Some("ACK older than its last frame's"),
     ),
-    b(
+    Break::new(
         "the ACK rewritten under Gro",
         GRO,
         |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 8, ACK + 1)),
         Some("ACK/window rewritten"),
         Some("header fields other than lengths changed"),
     ),
-    b(
+    Break::new(
         "the options rewritten under Gro",
         GRO,
         |c| edit_out(&mut c.run, A0, |b, t| b[tsval_at(t) + 3] ^= 1),
         Some("options rewritten"),
         Some("header fields other than lengths changed"),
     ),
-    b(
+    Break::new(
         "the urgent pointer under Gro",
         GRO,
         |c| edit_out(&mut c.run, A0, |b, t| b[t.l4 + 19] = 1),
         Some("urgent pointer"),
         None,
     ),
-    b(
+    Break::new(
         "a frame passed as received but changed",
         GRO,
         |c| seg(&mut c.run, ACK_A).1[0] ^= 2,
@@ -678,7 +680,7 @@ const BREAKS: &[Break] = &[
         Some("frame 5: AsReceived but bytes changed"),
     ),
     // (8) Reversibility under Gro.
-    b(
+    Break::new(
         "a GSO size that does not give the frames back",
         GRO,
         |c| seg(&mut c.run, A0).2.gso_size = (MSS / 2) as u16,
@@ -686,14 +688,14 @@ const BREAKS: &[Break] = &[
         None,
     ),
     // Released pure ACKs.
-    b(
+    Break::new(
         "a frame released under Gro",
         LRO,
         |c| c.config.policy = Policy::Gro,
         Some("frame 5 released under Gro"),
         Some("frame 5 released under Gro"),
     ),
-    b(
+    Break::new(
         "a released frame with PSH",
         LRO,
         |c| {
@@ -703,7 +705,7 @@ const BREAKS: &[Break] = &[
         Some("frame 5 released with flags 0x18"),
         Some("frame 5 released but may not be merged"),
     ),
-    b(
+    Break::new(
         "a released frame with SACK",
         LRO,
         |c| {
@@ -715,7 +717,7 @@ const BREAKS: &[Break] = &[
         Some("frame 5 released with options"),
         Some("frame 5 released but may not be merged"),
     ),
-    b(
+    Break::new(
         "a released frame with IP options",
         LRO,
         |c| {
@@ -725,7 +727,7 @@ const BREAKS: &[Break] = &[
         Some("frame 5 released with IP options"),
         Some("frame 5 released but may not be merged"),
     ),
-    b(
+    Break::new(
         "a released frame with non-neutral padding",
         LRO,
         |c| {
@@ -735,14 +737,14 @@ const BREAKS: &[Break] = &[
         Some("frame 5 released with non-neutral padding"),
         Some("frame 5 released but may not be merged"),
     ),
-    b(
+    Break::new(
         "a released frame with payload",
         LRO,
         |c| view(c, ACK_A).ip_end += 1,
         Some("frame 5 released with payload"),
         None,
     ),
-    b(
+    Break::new(
         "a released frame with an untrusted checksum",
         LRO,
         |c| {
@@ -752,7 +754,7 @@ const BREAKS: &[Break] = &[
         Some("frame 5 released with an untrusted checksum"),
         Some("frame 5 released but may not be merged"),
     ),
-    b(
+    Break::new(
         "a released frame whose ACK the segment lacks",
         LRO,
         |c| {
@@ -762,7 +764,7 @@ const BREAKS: &[Break] = &[
         Some("frame 5 released; its ACK 5101 is newer than the segment's 5100"),
         Some("frame 5 released; its ACK 5101 is newer than the segment's 5100"),
     ),
-    b(
+    Break::new(
         "a released frame with no segment after it",
         LRO,
         |c| {
@@ -773,7 +775,7 @@ const BREAKS: &[Break] = &[
         Some("frame 5 released, no later segment of its flow"),
         Some("frame 5 released but no later segment of its flow carries it"),
     ),
-    b(
+    Break::new(
         "a segment too short for the ACK it absorbed",
         LRO,
         |c| seg(&mut c.run, A0).1.truncate(20),
