@@ -2,9 +2,11 @@
 //! committed handful of the nastiest frames (`tests/fixtures/`), and adversarial traffic
 //! (hash collisions, eviction storms, sequence wrap, the 64 KB limit, zero windows, duplicate
 //! ACK floods, truncation at every byte). Each run checks that nothing panics and that the
-//! output keeps DESIGN.md's invariants: every frame back exactly once, flows kept apart,
-//! per-flow payload in order, and rewritten segments valid (lengths and checksums, computed
-//! here with `lro_core::testing`'s reference sum, not the engine's).
+//! output keeps DESIGN.md's invariants, with the harness's runner and checker
+//! (`lro_testkit::check`, the one the property tests and fuzz targets use): every frame back
+//! exactly once, verdicts that say what the sink saw, flows kept apart, per-flow payload in
+//! order, the never-merged list and the policy rules, and rewritten segments valid (lengths and
+//! checksums, computed with the harness's reference sum, not the engine's).
 //!
 //! Flows, payloads and the output's offsets are read with the reference reader
 //! (`lro_testkit::oracle`), written from the protocol rules and not from the engine's parser,
@@ -19,320 +21,92 @@ use lro_core::rss::RssSorted;
 use lro_core::testing::{self, FrameSpec, IpSpec, TCP_ACK, TCP_PSH, TPID_8021Q};
 use lro_core::{parse, FlowKey};
 use lro_core::{
-    Coalescer, Config, Engine, FlushReason, LinkKind, OutChecksum, PassReason, Policy, RssHash,
-    RssType, RxChecksum, RxMeta, Segment, SegmentInfo, Sink, Sizes, Verdict,
+    Coalescer, Config, Engine, FlushReason, LinkKind, OutChecksum, PassReason, RssHash, RssType,
+    RxChecksum, RxMeta, Sizes, Verdict,
 };
-use lro_testkit::frame::bytes_of;
-use lro_testkit::oracle::{self, Class, Identity, Tcp};
-use std::collections::HashMap;
+use lro_testkit::built::{Built, Pushed, Step};
+use lro_testkit::check::{self, Order};
+use lro_testkit::frame::{bytes_of, Out, Recorder, Tagged};
 use std::path::{Path, PathBuf};
 
 /// A frame that carries its input index; not `Clone`, so whatever comes back was pushed.
-#[derive(Debug)]
-struct TFrame {
-    id: usize,
-    buf: Vec<u8>,
+/// Pushes every input, in order.
+fn pushes(n: usize) -> Vec<Step> {
+    (0..n).map(Step::Push).collect()
 }
 
-impl AsRef<[u8]> for TFrame {
-    fn as_ref(&self) -> &[u8] {
-        &self.buf
-    }
+/// The flow key the engine's own parser gives a frame.
+fn engine_key(f: &Pushed) -> Option<FlowKey> {
+    parse::flow_key(&f.bytes, &f.meta)
 }
 
-impl AsMut<[u8]> for TFrame {
-    fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.buf
-    }
-}
-
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)] // test records
-enum Out {
-    Seg {
-        ids: Vec<usize>,
-        bytes: Vec<u8>,
-        info: SegmentInfo,
-    },
-    Rel(usize),
-}
-
-#[derive(Default)]
-struct Rec {
-    out: Vec<Out>,
-}
-
-impl Sink<TFrame> for Rec {
-    fn segment(&mut self, seg: Segment<'_, TFrame>) {
-        let info = *seg.info();
-        let mut bytes = vec![0u8; seg.len()];
-        assert_eq!(seg.copy_to(&mut bytes), Ok(seg.len()));
-        let ids = seg.into_frames().map(|f| f.id).collect();
-        self.out.push(Out::Seg { ids, bytes, info });
-    }
-
-    fn release(&mut self, frame: TFrame) {
-        self.out.push(Out::Rel(frame.id));
-    }
-}
-
-/// One input frame.
-#[derive(Clone)]
-struct In {
-    bytes: Vec<u8>,
-    meta: RxMeta,
-}
-
-impl In {
-    fn new(bytes: Vec<u8>, meta: RxMeta) -> Self {
-        Self { bytes, meta }
-    }
-
-    /// The reference reader's view, when it reads a TCP segment.
-    fn tcp(&self) -> Option<Box<Tcp>> {
-        match oracle::classify(&self.bytes, &self.meta) {
-            Class::Tcp(t) => Some(t),
-            _ => None,
-        }
-    }
-
-    fn key(&self) -> Option<Identity> {
-        self.tcp().map(|t| t.id)
-    }
-
-    /// The engine's own flow key (what its table hashes).
-    fn engine_key(&self) -> Option<FlowKey> {
-        parse::flow_key(&self.bytes, &self.meta)
-    }
-
-    fn payload(&self) -> &[u8] {
-        match self.tcp() {
-            Some(t) => &self.bytes[t.payload..t.ip_end],
-            None => &[],
-        }
-    }
-}
-
-/// Operations of a run.
-#[derive(Clone, Copy)]
-enum Op {
-    Push(usize),
-    FlushAll,
-}
-
-fn pushes(n: usize) -> Vec<Op> {
-    (0..n).map(Op::Push).collect()
-}
-
-/// Runs `ops` on `engine` (then a teardown `flush_all`) and checks the output.
-fn run<C: Coalescer<TFrame>>(
+/// Runs `steps` on the plain engine `engine` with the harness's runner (then a teardown
+/// `flush_all`), and checks DESIGN.md's invariants on the output with the harness's checker
+/// (`lro_testkit::check`). On a fresh engine the runner also holds every verdict to what the
+/// sink saw and `frames_in` to the pushes; an engine run before keeps its counters.
+fn run<C: Coalescer<Tagged>>(
     engine: &mut C,
-    inputs: &[In],
-    ops: &[Op],
+    inputs: &[Pushed],
+    steps: &[Step],
     config: &Config,
     frames_max: usize,
-) -> Rec {
-    let mut rec = Rec::default();
-    for op in ops {
-        match *op {
-            Op::Push(i) => {
-                let f = TFrame {
-                    id: i,
-                    buf: inputs[i].bytes.clone(),
-                };
-                engine.push(f, &inputs[i].meta, &mut rec);
-            }
-            Op::FlushAll => engine.flush_all(&mut rec),
-        }
-    }
-    engine.flush_all(&mut rec);
-    assert_eq!(engine.held_frames(), 0, "frames held after flush_all");
-    assert!(engine.stats().is_conserved(), "{:?}", engine.stats());
-    check(inputs, ops, config, frames_max, &rec);
-    rec
+) -> Recorder {
+    let fresh = engine.stats().frames_in == 0;
+    checked(engine, inputs, steps, config, frames_max, fresh)
 }
 
-fn ones(data: &[u8]) -> u16 {
-    testing::ones_complement_sum(data)
+/// [`run`] for the RSS wrapper, which queues (no verdicts to check). Frames of one flow share
+/// its hash here, so the order of every flow holds; frames the wrapper cannot read as TCP
+/// (fragments among them) may move.
+fn run_sorted<C: Coalescer<Tagged>>(
+    sorted: &mut C,
+    inputs: &[Pushed],
+    steps: &[Step],
+    config: &Config,
+    frames_max: usize,
+) -> Recorder {
+    checked(sorted, inputs, steps, config, frames_max, false)
 }
 
-fn is_zero(s: u16) -> bool {
-    s == 0 || s == 0xffff
-}
-
-/// Conservation, isolation, per-flow order and bytes, valid rewritten output.
-fn check(inputs: &[In], ops: &[Op], config: &Config, frames_max: usize, rec: &Rec) {
-    let pushed: Vec<usize> = ops
-        .iter()
-        .filter_map(|o| match o {
-            Op::Push(i) => Some(*i),
-            Op::FlushAll => None,
-        })
-        .collect();
-    let mut seen = vec![0u32; inputs.len()];
-    for o in &rec.out {
-        match o {
-            Out::Seg { ids, .. } => ids.iter().for_each(|&i| seen[i] += 1),
-            Out::Rel(i) => seen[*i] += 1,
-        }
-    }
-    for &i in &pushed {
-        assert_eq!(
-            seen[i], 1,
-            "conservation: frame {i} came back {} times",
-            seen[i]
-        );
-        seen[i] = 0;
-    }
-    assert!(seen.iter().all(|&c| c == 0), "a frame came back unpushed");
-    // Per-flow order (so per-flow bytes: each segment's payload is checked below).
-    let mut last: HashMap<Identity, usize> = HashMap::new();
-    let mut flow_out: HashMap<Identity, Vec<u8>> = HashMap::new();
-    for o in &rec.out {
-        let Out::Seg { ids, bytes, info } = o else {
-            if let Out::Rel(i) = o {
-                assert_eq!(config.policy, Policy::Lro, "released under Gro");
-                assert!(
-                    inputs[*i].payload().is_empty(),
-                    "frame {i} released with data"
-                );
-            }
-            continue;
-        };
-        assert_eq!(usize::from(info.frames), ids.len());
-        assert_eq!(info.len, bytes.len());
-        assert!(ids.len() <= frames_max);
-        let head = &inputs[ids[0]];
-        for &i in ids {
-            if let Some(k) = inputs[i].key() {
-                if let Some(&p) = last.get(&k) {
-                    assert!(p < i, "order: frame {i} after {p}");
-                }
-                last.insert(k, i);
-                flow_out
-                    .entry(k)
-                    .or_default()
-                    .extend_from_slice(inputs[i].payload());
-            }
-        }
-        if info.checksum == OutChecksum::AsReceived {
-            assert_eq!(ids.len(), 1, "AsReceived with several frames");
-            assert!(
-                head.bytes.starts_with(bytes),
-                "frame {}: delivered as received, but changed",
-                ids[0]
-            );
-            continue;
-        }
-        // Rewritten: every member of the head's flow, the output valid.
-        let key = head.key().expect("a rewritten segment's head is TCP");
-        for &i in ids {
-            assert_eq!(inputs[i].key(), Some(key), "isolation: segment {ids:?}");
-        }
-        let Class::Tcp(p) = oracle::classify(bytes, &head.meta) else {
-            panic!("segment {ids:?}: a rewritten segment is TCP");
-        };
-        assert_eq!(p.id, key, "segment {ids:?}: the flow of its frames");
-        assert_eq!(p.ip_end, bytes.len(), "segment {ids:?}: IP length");
-        let (l3, l4) = (p.l3, p.l4);
-        if !p.v6 {
-            assert!(
-                is_zero(ones(&bytes[l3..l4])),
-                "segment {ids:?}: IPv4 checksum"
-            );
-        } else {
-            let plen = usize::from(u16::from_be_bytes([bytes[l3 + 4], bytes[l3 + 5]]));
-            assert_eq!(plen + 40, bytes.len() - l3, "segment {ids:?}: IPv6 length");
-        }
-        let tcp_len = (bytes.len() - l4) as u32;
-        let (src, dst) = (p.id.src, p.id.dst);
-        let pseudo = if p.v6 {
-            testing::pseudo_header_sum_v6(src, dst, tcp_len)
-        } else {
-            let four = |a: [u8; 16]| [a[0], a[1], a[2], a[3]];
-            testing::pseudo_header_sum_v4(four(src), four(dst), tcp_len)
-        };
-        match info.checksum {
-            OutChecksum::Full => assert!(
-                is_zero(testing::add16(pseudo, ones(&bytes[l4..]))),
-                "segment {ids:?}: TCP checksum"
-            ),
-            OutChecksum::Partial => {
-                assert_eq!(u16::from_be_bytes([bytes[l4 + 16], bytes[l4 + 17]]), pseudo)
-            }
-            other => panic!("checksum state {other:?}"),
-        }
-        let payload: Vec<u8> = ids
-            .iter()
-            .flat_map(|&i| inputs[i].payload().to_vec())
-            .collect();
-        assert_eq!(
-            &bytes[p.payload..],
-            &payload[..],
-            "segment {ids:?}: payload"
-        );
-        if ids.len() > 1 {
-            assert!(bytes.len() - l3 <= usize::from(config.max_ip_len));
-        }
-    }
-    // Bytes per flow: what went in (minus released pure ACKs, which carry none) came out.
-    let mut flow_in: HashMap<Identity, Vec<u8>> = HashMap::new();
-    for &i in &pushed {
-        if let Some(k) = inputs[i].key() {
-            flow_in
-                .entry(k)
-                .or_default()
-                .extend_from_slice(inputs[i].payload());
-        }
-    }
-    for (k, data) in &flow_in {
-        assert_eq!(
-            flow_out.get(k).map(Vec::as_slice).unwrap_or(&[]),
-            &data[..],
-            "bytes of flow {k:?}"
-        );
-    }
+fn checked<C: Coalescer<Tagged>>(
+    engine: &mut C,
+    inputs: &[Pushed],
+    steps: &[Step],
+    config: &Config,
+    frames_max: usize,
+    verdicts: bool,
+) -> Recorder {
+    let built = Built {
+        frames: inputs.to_vec(),
+        steps: steps.to_vec(),
+        truth: None,
+    };
+    let run = check::run(engine, &built, verdicts);
+    let order = if verdicts {
+        Order::Arrival
+    } else {
+        Order::Flows(&|_| true)
+    };
+    check::check(&built, config, frames_max, &run, order);
+    run.rec
 }
 
 /// Both policies, two table shapes, and the RSS wrapper.
-fn run_all(inputs: &[In], ops: &[Op]) {
+fn run_all(inputs: &[Pushed], steps: &[Step]) {
     for config in [
         Config::gro(),
         Config::lro(),
         Config::lro().with_checksum_out(OutChecksum::Partial),
     ] {
-        let mut small: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
-        run(&mut *small, inputs, ops, &config, 8);
-        let mut large: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(config));
-        run(&mut *large, inputs, ops, &config, 64);
+        let mut small: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(config));
+        run(&mut *small, inputs, steps, &config, 8);
+        let mut large: Box<Engine<Tagged, Sizes<64, 64>>> = Box::new(Engine::new(config));
+        run(&mut *large, inputs, steps, &config, 64);
     }
-    let inner: Engine<TFrame, Sizes<4, 16>> = Engine::new(Config::lro());
-    let mut sorted: Box<RssSorted<_, TFrame, 64>> = Box::new(RssSorted::new(inner));
-    let mut rec = Rec::default();
-    for op in ops {
-        match *op {
-            Op::Push(i) => {
-                let f = TFrame {
-                    id: i,
-                    buf: inputs[i].bytes.clone(),
-                };
-                sorted.push(f, &inputs[i].meta, &mut rec);
-            }
-            Op::FlushAll => sorted.flush_all(&mut rec),
-        }
-    }
-    sorted.flush_all(&mut rec);
-    assert!(sorted.stats().is_conserved());
-    let n: usize = rec
-        .out
-        .iter()
-        .map(|o| match o {
-            Out::Seg { ids, .. } => ids.len(),
-            Out::Rel(_) => 1,
-        })
-        .sum();
-    let pushed = ops.iter().filter(|o| matches!(o, Op::Push(_))).count();
-    assert_eq!(n, pushed, "RssSorted: frames out");
+    let config = Config::lro();
+    let inner: Engine<Tagged, Sizes<4, 16>> = Engine::new(config);
+    let mut sorted: Box<RssSorted<_, Tagged, 64>> = Box::new(RssSorted::new(inner));
+    run_sorted(&mut *sorted, inputs, steps, &config, 16);
 }
 
 /// The metadata variants a frame is offered with: unverified, and CHECKSUM_COMPLETE with the
@@ -398,7 +172,7 @@ fn every_frame_of_the_tcpdump_test_captures() {
             for (kind, bytes) in frames_for(*link, frame) {
                 assert_parsers_agree(&bytes);
                 for meta in metas(&bytes, kind) {
-                    inputs.push(In::new(bytes.clone(), meta));
+                    inputs.push(Pushed::new(bytes.clone(), meta));
                 }
             }
         }
@@ -431,11 +205,11 @@ fn committed_nasty_frames() {
         // The frame, twice (a flow of itself), then every prefix of it.
         let mut inputs = Vec::new();
         for meta in metas(&bytes, kind) {
-            inputs.push(In::new(bytes.clone(), meta));
-            inputs.push(In::new(bytes.clone(), meta));
+            inputs.push(Pushed::new(bytes.clone(), meta));
+            inputs.push(Pushed::new(bytes.clone(), meta));
         }
         for cut in 0..bytes.len().min(200) {
-            inputs.push(In::new(bytes[..cut].to_vec(), metas(&bytes, kind)[0]));
+            inputs.push(Pushed::new(bytes[..cut].to_vec(), metas(&bytes, kind)[0]));
         }
         let ops = pushes(inputs.len());
         run_all(&inputs, &ops);
@@ -465,7 +239,7 @@ fn interleaved(
     frames: usize,
     make: &dyn Fn(usize) -> FrameSpec<'static>,
     rss: Option<u32>,
-) -> Vec<In> {
+) -> Vec<Pushed> {
     let mut seq = vec![1u32; flows];
     (0..frames)
         .map(|i| {
@@ -479,7 +253,7 @@ fn interleaved(
                     kind: RssType::TcpIpv4,
                 });
             }
-            In::new(bytes_of(&s), meta)
+            Pushed::new(bytes_of(&s), meta)
         })
         .collect()
 }
@@ -510,12 +284,10 @@ fn flows_crafted_to_collide_in_the_key_hash_stay_apart() {
     let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
     let buckets: std::collections::HashSet<u32> = inputs
         .iter()
-        .map(|f| hasher.hash(&f.engine_key().expect("TCP")) & 0xff)
+        .map(|f| hasher.hash(&engine_key(f).expect("TCP")) & 0xff)
         .collect();
-    let keys: std::collections::HashSet<FlowKey> = inputs
-        .iter()
-        .map(|f| f.engine_key().expect("TCP"))
-        .collect();
+    let keys: std::collections::HashSet<FlowKey> =
+        inputs.iter().map(|f| engine_key(f).expect("TCP")).collect();
     assert_eq!(
         (buckets.len(), keys.len()),
         (1, 64),
@@ -524,7 +296,7 @@ fn flows_crafted_to_collide_in_the_key_hash_stay_apart() {
     run_all(&inputs, &pushes(inputs.len()));
     // Colliding flows still aggregate: a table of 64 holds all of them.
     let config = Config::lro();
-    let mut e: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(config));
+    let mut e: Box<Engine<Tagged, Sizes<64, 64>>> = Box::new(Engine::new(config));
     run(&mut *e, &inputs, &pushes(inputs.len()), &config, 64);
     assert_eq!(e.stats().segments, 64, "one segment per flow");
     // Under another seed the same flows spread over the buckets.
@@ -541,14 +313,14 @@ fn a_new_hash_seed_keeps_every_held_flow_found() {
     let seed = 0x0123_4567_89ab_cdef;
     let ports = colliding_ports(seed, 32);
     assert_eq!(ports.len(), 32, "enough colliding ports");
-    let frame = |id: usize, port: u16, seq: u32| TFrame {
+    let frame = |id: usize, port: u16, seq: u32| Tagged {
         id,
         buf: bytes_of(&spec(port).seq(seq).payload(&PAYLOAD[..1000])),
     };
     let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
     for config in [Config::lro(), Config::gro()] {
-        let mut out = Rec::default();
-        let mut e: Box<Engine<TFrame, Sizes<64, 64>>> = Box::new(Engine::new(config));
+        let mut out = Recorder::default();
+        let mut e: Box<Engine<Tagged, Sizes<64, 64>>> = Box::new(Engine::new(config));
         for (k, &p) in ports.iter().enumerate() {
             assert_eq!(e.push(frame(k, p, 1), &meta, &mut out), Verdict::Held);
         }
@@ -582,10 +354,10 @@ fn many_flows_sharing_one_rss_hash() {
     run_all(&inputs, &pushes(inputs.len()));
     // The RSS wrapper groups by hash: one group of 200 flows through 4 entries still only
     // merges frames of one flow (checked by `run_all`), and loses nothing.
-    let inner: Engine<TFrame, Sizes<4, 16>> = Engine::new(Config::lro());
-    let mut sorted: Box<RssSorted<_, TFrame, 1024>> = Box::new(RssSorted::new(inner));
+    let inner: Engine<Tagged, Sizes<4, 16>> = Engine::new(Config::lro());
+    let mut sorted: Box<RssSorted<_, Tagged, 1024>> = Box::new(RssSorted::new(inner));
     let config = Config::lro();
-    run(&mut *sorted, &inputs, &pushes(inputs.len()), &config, 16);
+    run_sorted(&mut *sorted, &inputs, &pushes(inputs.len()), &config, 16);
     assert_eq!(sorted.rss_stats().runs, 1, "one hash, one run");
 }
 
@@ -594,7 +366,7 @@ fn eviction_storm() {
     // 1000 flows round-robin through 4 entries: every push past the fourth evicts.
     let inputs = interleaved(1000, 3000, &|f| spec(f as u16), None);
     let config = Config::gro();
-    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
+    let mut e: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(config));
     run(&mut *e, &inputs, &pushes(inputs.len()), &config, 8);
     assert_eq!(e.stats().evictions, 3000 - 4);
     assert_eq!(e.stats().forgotten, 3000 - 4);
@@ -607,19 +379,19 @@ fn pure_ack_flows_beyond_the_table_are_counted_as_forgotten() {
     // 100 flows' pure ACKs round-robin through 4 entries (each delivered alone, its flow's
     // entry kept idle for header prediction): entries go from one ACK flow to another,
     // which evicts nothing.
-    let inputs: Vec<In> = (0..1000)
+    let inputs: Vec<Pushed> = (0..1000)
         .map(|i| {
             let s = spec(2000 + (i % 100) as u16)
                 .ack(1 + i as u32)
                 .flags(TCP_ACK);
-            In::new(
+            Pushed::new(
                 bytes_of(&s),
                 RxMeta::ethernet(i as u64).with_checksum(RxChecksum::Verified),
             )
         })
         .collect();
     let config = Config::gro();
-    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
+    let mut e: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(config));
     run(&mut *e, &inputs, &pushes(inputs.len()), &config, 8);
     let s = e.stats();
     assert_eq!((s.evictions, s.frames_merged), (0, 0));
@@ -638,16 +410,16 @@ fn sequence_numbers_wrapping_at_2_32() {
         u32::MAX,
         0u32.wrapping_sub(2500),
     ] {
-        let inputs: Vec<In> = (0..8u32)
+        let inputs: Vec<Pushed> = (0..8u32)
             .map(|k| {
                 let s = spec(7)
                     .seq(start.wrapping_add(k * 1000))
                     .payload(&PAYLOAD[..1000]);
-                In::new(bytes_of(&s), RxMeta::ethernet(0))
+                Pushed::new(bytes_of(&s), RxMeta::ethernet(0))
             })
             .collect();
         for config in [Config::gro(), Config::lro()] {
-            let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
+            let mut e: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(config));
             let rec = run(&mut *e, &inputs, &pushes(8), &config, 8);
             let Out::Seg { ids, bytes, .. } = &rec.out[0] else {
                 panic!("a segment");
@@ -663,14 +435,14 @@ fn sequence_numbers_wrapping_at_2_32() {
 fn the_64_kb_limit() {
     // 9000-byte jumbo segments: a segment stops below 65535 bytes of IP datagram.
     let big = vec![0xa5u8; 9000];
-    let inputs: Vec<In> = (0..40u32)
+    let inputs: Vec<Pushed> = (0..40u32)
         .map(|k| {
             let s = spec(9).seq(1 + k * 9000).payload(&big);
-            In::new(bytes_of(&s), RxMeta::ethernet(0))
+            Pushed::new(bytes_of(&s), RxMeta::ethernet(0))
         })
         .collect();
     for config in [Config::gro(), Config::lro()] {
-        let mut e: Box<Engine<TFrame, Sizes<4, 64>>> = Box::new(Engine::new(config));
+        let mut e: Box<Engine<Tagged, Sizes<4, 64>>> = Box::new(Engine::new(config));
         let rec = run(&mut *e, &inputs, &pushes(40), &config, 64);
         assert!(e.stats().flushed(FlushReason::SizeLimit) > 0);
         let sizes: Vec<usize> = rec
@@ -695,9 +467,9 @@ fn the_64_kb_limit() {
         bytes_of(&FrameSpec::ipv6_tcp(1, 2).payload(&p6)),
         bytes_of(&spec(1).seq(65495).payload(&PAYLOAD[..100])),
     ];
-    let inputs: Vec<In> = frames
+    let inputs: Vec<Pushed> = frames
         .iter()
-        .map(|b| In::new(b.clone(), RxMeta::ethernet(0)))
+        .map(|b| Pushed::new(b.clone(), RxMeta::ethernet(0)))
         .collect();
     run_all(&inputs, &pushes(3));
 }
@@ -717,13 +489,13 @@ fn zero_window() {
     frames.push(spec(3).ack(ack).window(0));
     frames.push(spec(3).ack(ack).window(4096)); // window update
     frames.push(spec(3).ack(ack).window(65535)); // another
-    let inputs: Vec<In> = frames
+    let inputs: Vec<Pushed> = frames
         .iter()
-        .map(|s| In::new(bytes_of(s), RxMeta::ethernet(0)))
+        .map(|s| Pushed::new(bytes_of(s), RxMeta::ethernet(0)))
         .collect();
     run_all(&inputs, &pushes(inputs.len()));
     let config = Config::lro();
-    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
+    let mut e: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(config));
     let rec = run(&mut *e, &inputs, &pushes(inputs.len()), &config, 8);
     // Identical zero-window ACKs are duplicates: never superseded.
     let released: Vec<usize> = rec
@@ -746,9 +518,9 @@ fn zero_window() {
 #[test]
 fn a_flood_of_duplicate_acks() {
     let n = 5000;
-    let inputs: Vec<In> = (0..n)
+    let inputs: Vec<Pushed> = (0..n)
         .map(|_| {
-            In::new(
+            Pushed::new(
                 bytes_of(&spec(4).ack(777).window(1000)),
                 RxMeta::ethernet(0),
             )
@@ -756,7 +528,7 @@ fn a_flood_of_duplicate_acks() {
         .collect();
     run_all(&inputs, &pushes(n));
     let config = Config::lro();
-    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
+    let mut e: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(config));
     let rec = run(&mut *e, &inputs, &pushes(n), &config, 8);
     // None is superseded: every duplicate reaches the stack (RFC 5681 fast retransmit).
     assert_eq!(e.stats().absorbed, 0);
@@ -791,20 +563,20 @@ fn truncated_headers_at_every_byte_offset() {
         };
         // A valid frame of the flow, every truncation of the next one, then the next one.
         let next = bytes_of(&s.seq(64).flags(TCP_ACK | TCP_PSH));
-        let mut inputs = vec![In::new(full.clone(), metas(&full, kind)[0])];
+        let mut inputs = vec![Pushed::new(full.clone(), metas(&full, kind)[0])];
         for cut in 0..next.len() {
             for meta in metas(&next[..cut], kind) {
-                inputs.push(In::new(next[..cut].to_vec(), meta));
+                inputs.push(Pushed::new(next[..cut].to_vec(), meta));
             }
         }
-        inputs.push(In::new(next.clone(), metas(&next, kind)[0]));
+        inputs.push(Pushed::new(next.clone(), metas(&next, kind)[0]));
         run_all(&inputs, &pushes(inputs.len()));
         let config = Config::lro();
-        let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
-        let mut rec = Rec::default();
+        let mut e: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(config));
+        let mut rec = Recorder::default();
         for (i, f) in inputs.iter().enumerate().skip(1).take(inputs.len() - 2) {
             let v = e.push(
-                TFrame {
+                Tagged {
                     id: i,
                     buf: f.bytes.clone(),
                 },
@@ -842,16 +614,16 @@ fn reordered_old_ack_and_its_repeat_are_not_superseded_wrongly() {
         .window(63)
         .timestamps(0x4786_e137, 1)
         .seq(0x23a9_c231);
-    let inputs: Vec<In> = [a, b, c]
+    let inputs: Vec<Pushed> = [a, b, c]
         .iter()
-        .map(|s| In::new(bytes_of(s), RxMeta::ethernet(0)))
+        .map(|s| Pushed::new(bytes_of(s), RxMeta::ethernet(0)))
         .collect();
     run_all(&inputs, &pushes(3));
     // And with the same ACK state repeated once more, it is a duplicate: never released.
     let mut more = inputs.clone();
     more.push(inputs[2].clone());
     let config = Config::lro();
-    let mut e: Box<Engine<TFrame, Sizes<4, 8>>> = Box::new(Engine::new(config));
+    let mut e: Box<Engine<Tagged, Sizes<4, 8>>> = Box::new(Engine::new(config));
     let rec = run(&mut *e, &more, &pushes(4), &config, 8);
     assert!(
         !rec.out.iter().any(|o| matches!(o, Out::Rel(3))),
@@ -860,11 +632,11 @@ fn reordered_old_ack_and_its_repeat_are_not_superseded_wrongly() {
     let mut flushed = more.clone();
     flushed.push(inputs[0].clone());
     let ops = [
-        Op::Push(0),
-        Op::Push(1),
-        Op::Push(2),
-        Op::FlushAll,
-        Op::Push(3),
+        Step::Push(0),
+        Step::Push(1),
+        Step::Push(2),
+        Step::FlushAll,
+        Step::Push(3),
     ];
     run(&mut *e, &flushed, &ops, &config, 8);
 }
