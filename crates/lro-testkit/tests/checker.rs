@@ -75,6 +75,11 @@ fn built() -> Built {
         frame(0, 3, ACK + 100, 0x10, 0),
         frame(1, 2, ACK, 0x18, MSS),
     ];
+    pushed_in_order(frames)
+}
+
+/// `frames`, each pushed once, in order.
+fn pushed_in_order(frames: Vec<Pushed>) -> Built {
     let steps = (0..frames.len()).map(Step::Push).collect();
     Built {
         frames,
@@ -195,6 +200,36 @@ fn view(c: &mut Case, id: usize) -> &mut Tcp {
 /// `scenario::check_truth` reads.
 fn record(c: &mut Case, id: usize) -> &mut Input {
     &mut c.truth.frames[id]
+}
+
+/// Sets TCP flag `bits` on frame `id` in both checkers' ground truth.
+fn set_flags(c: &mut Case, id: usize, bits: u8) {
+    view(c, id).flags |= bits;
+    record(c, id).flags |= bits;
+}
+
+/// Says in both checkers' ground truth that frame `id` carries IPv4 options.
+fn set_ip_options(c: &mut Case, id: usize) {
+    view(c, id).ip_opts = true;
+    record(c, id).ip_opts = true;
+}
+
+/// Moves frame `id`'s ACK number by `delta` in both checkers' ground truth.
+fn move_ack(c: &mut Case, id: usize, delta: i32) {
+    view(c, id).ack = view(c, id).ack.wrapping_add_signed(delta);
+    record(c, id).ack = record(c, id).ack.wrapping_add_signed(delta);
+}
+
+/// Frame `id`'s checksums are not to be trusted, in both checkers' ground truth.
+fn untrusted(c: &mut Case, id: usize) {
+    c.built.frames[id].trusted = false;
+    record(c, id).corrupt = true;
+}
+
+/// Frame `id` comes with a byte of padding `byte`, checksum-neutral when `neutral` (zero).
+fn padded(c: &mut Case, id: usize, byte: u8, neutral: bool) {
+    c.built.frames[id].bytes.push(byte);
+    record(c, id).padding = Some(neutral);
 }
 
 fn put_u32(b: &mut [u8], at: usize, v: u32) {
@@ -356,10 +391,7 @@ const BREAKS: &[Break] = &[
     Break::new(
         "an untrusted frame merged",
         LRO,
-        |c| {
-            c.built.frames[A1].trusted = false;
-            record(c, A1).corrupt = true;
-        },
+        |c| untrusted(c, A1),
         Some("laundering: frame 2"),
         Some("frame 2 (bad checksum (laundering))"),
     ),
@@ -373,20 +405,14 @@ const BREAKS: &[Break] = &[
     Break::new(
         "URG merged",
         LRO,
-        |c| {
-            view(c, A1).flags |= 0x20;
-            record(c, A1).flags |= 0x20;
-        },
+        |c| set_flags(c, A1, 0x20),
         Some("frame 2 flags 0x30"),
         Some("frame 2 (SYN/RST/URG)"),
     ),
     Break::new(
         "IP options merged",
         LRO,
-        |c| {
-            view(c, A1).ip_opts = true;
-            record(c, A1).ip_opts = true;
-        },
+        |c| set_ip_options(c, A1),
         Some("frame 2 has IP options"),
         Some("frame 2 (IP options)"),
     ),
@@ -421,20 +447,14 @@ const BREAKS: &[Break] = &[
     Break::new(
         "non-neutral padding merged",
         LRO,
-        |c| {
-            c.built.frames[A1].bytes.push(1);
-            record(c, A1).padding = Some(false);
-        },
+        |c| padded(c, A1, 1, false),
         Some("frame 2 has padding that may not be trimmed"),
         Some("frame 2 (non-neutral padding)"),
     ),
     Break::new(
         "padding merged under Gro",
         GRO,
-        |c| {
-            c.built.frames[A1].bytes.push(0);
-            record(c, A1).padding = Some(true);
-        },
+        |c| padded(c, A1, 0, true),
         Some("frame 2 has padding that may not be trimmed"),
         Some("frame 2 (padding under Gro)"),
     ),
@@ -466,10 +486,7 @@ const BREAKS: &[Break] = &[
     Break::new(
         "another CWR merged",
         LRO,
-        |c| {
-            view(c, A1).flags |= 0x80;
-            record(c, A1).flags |= 0x80;
-        },
+        |c| set_flags(c, A1, 0x80),
         Some("frame 2 flags differ"),
         Some("frame 2 differs in TCP flags"),
     ),
@@ -477,8 +494,7 @@ const BREAKS: &[Break] = &[
         "PSH before the last frame",
         LRO,
         |c| {
-            view(c, A1).flags |= 0x08;
-            record(c, A1).flags |= 0x08;
+            set_flags(c, A1, 0x08);
             edit_out(&mut c.run, A0, |b, t| b[t.l4 + 13] |= 0x08);
         },
         Some("PSH/FIN on frame 2, not last"),
@@ -509,10 +525,7 @@ const BREAKS: &[Break] = &[
     Break::new(
         "another ACK merged under Gro",
         GRO,
-        |c| {
-            view(c, A1).ack += 1;
-            record(c, A1).ack += 1;
-        },
+        |c| move_ack(c, A1, 1),
         Some("frame 2 ACK/window"),
         Some("ACK/window of frame 2 differ"),
     ),
@@ -541,10 +554,7 @@ const BREAKS: &[Break] = &[
     Break::new(
         "the ACK going back under Lro",
         LRO,
-        |c| {
-            view(c, A1).ack -= 1;
-            record(c, A1).ack -= 1;
-        },
+        |c| move_ack(c, A1, -1),
         Some("ACK goes back at 2"),
         Some("ACK goes backwards at frame 2"),
     ),
@@ -698,10 +708,7 @@ const BREAKS: &[Break] = &[
     Break::new(
         "a released frame with PSH",
         LRO,
-        |c| {
-            view(c, ACK_A).flags |= 0x08;
-            record(c, ACK_A).flags |= 0x08;
-        },
+        |c| set_flags(c, ACK_A, 0x08),
         Some("frame 5 released with flags 0x18"),
         Some("frame 5 released but may not be merged"),
     ),
@@ -720,20 +727,14 @@ const BREAKS: &[Break] = &[
     Break::new(
         "a released frame with IP options",
         LRO,
-        |c| {
-            view(c, ACK_A).ip_opts = true;
-            record(c, ACK_A).ip_opts = true;
-        },
+        |c| set_ip_options(c, ACK_A),
         Some("frame 5 released with IP options"),
         Some("frame 5 released but may not be merged"),
     ),
     Break::new(
         "a released frame with non-neutral padding",
         LRO,
-        |c| {
-            c.built.frames[ACK_A].bytes.push(1);
-            record(c, ACK_A).padding = Some(false);
-        },
+        |c| padded(c, ACK_A, 1, false),
         Some("frame 5 released with non-neutral padding"),
         Some("frame 5 released but may not be merged"),
     ),
@@ -747,20 +748,14 @@ const BREAKS: &[Break] = &[
     Break::new(
         "a released frame with an untrusted checksum",
         LRO,
-        |c| {
-            c.built.frames[ACK_A].trusted = false;
-            record(c, ACK_A).corrupt = true;
-        },
+        |c| untrusted(c, ACK_A),
         Some("frame 5 released with an untrusted checksum"),
         Some("frame 5 released but may not be merged"),
     ),
     Break::new(
         "a released frame whose ACK the segment lacks",
         LRO,
-        |c| {
-            view(c, ACK_A).ack += 1;
-            record(c, ACK_A).ack += 1;
-        },
+        |c| move_ack(c, ACK_A, 1),
         Some("frame 5 released; its ACK 5101 is newer than the segment's 5100"),
         Some("frame 5 released; its ACK 5101 is newer than the segment's 5100"),
     ),
@@ -814,12 +809,7 @@ fn duplicate_ack_case() -> Case {
         frame(0, 1, ACK + 100, 0x10, 0),
         frame(0, 1, ACK + 100, 0x10, 0),
     ];
-    let steps = (0..frames.len()).map(Step::Push).collect();
-    let built = Built {
-        frames,
-        steps,
-        truth: None,
-    };
+    let built = pushed_in_order(frames);
     let mut c = case_with(built, Config::lro());
     // As the generator records it: a duplicate of frame 1's ACK.
     record(&mut c, 2).dup_ack = true;
@@ -876,12 +866,7 @@ fn a_fragment_overtaking_its_flow_is_caught() {
         frame(0, 1, ACK, 0x10, MSS),
         fragment,
     ];
-    let steps = (0..frames.len()).map(Step::Push).collect();
-    let built = Built {
-        frames,
-        steps,
-        truth: None,
-    };
+    let built = pushed_in_order(frames);
     let mut c = case_with(built, Config::lro());
     assert_eq!(verdict_of(&c), Ok(()));
     assert_eq!(shape(&c.run), ["[0, 1]", "[2]"]);
@@ -1126,12 +1111,7 @@ fn gre_built() -> Built {
             Pushed::new(out, META)
         })
         .collect();
-    let steps = (0..frames.len()).map(Step::Push).collect();
-    Built {
-        frames,
-        steps,
-        truth: None,
-    }
+    pushed_in_order(frames)
 }
 
 fn gre_case() -> Case {
