@@ -1,14 +1,17 @@
-//! The checker catches what it says it checks.
+//! The checkers catch what they say they check.
 //!
-//! `check::run`, `check::check` and `check::same_with_prediction` are the second guard of
-//! every property test and fuzz target: they judge an engine's output against DESIGN.md's
-//! invariants. An engine that keeps the invariants never makes them fail, so those suites
-//! cannot show that a check still works. Here a genuine run of a small two-flow scenario is
-//! first accepted, then broken one way at a time: an output dropped, duplicated or moved, a
-//! byte of a segment changed (with its checksums made right again, so that the targeted check
-//! and not a checksum check must see it), a frame's ground truth changed, an engine that lies
-//! about its verdicts, counters or held frames. Each break must be refused, with the message
-//! of the check it aims at.
+//! The harness's checkers are the second guard of every property test and fuzz target: the
+//! runner (`check::run`), the reference checker (`check::check`, with the second GRE reader's
+//! `gre_reader::cross_check` for tunnelled segments), the ground-truth checker
+//! (`scenario::check_truth`), `check::same_with_prediction`, and the fuzz targets'
+//! `structured::check_headers`. An engine that keeps DESIGN.md's invariants never makes them
+//! fail, so those suites cannot show that a check still works. Here a genuine run of a small
+//! two-flow scenario is first accepted, then broken one way at a time: an output dropped,
+//! duplicated or moved, a byte of a segment changed (with its checksums made right again, so
+//! that the targeted check and not a checksum check must see it), a frame's ground truth
+//! changed, an engine that lies about its verdicts, counters or held frames. Each break must be
+//! refused by every checker that reads what it changed, with the message of the check it aims
+//! at.
 
 use lro_core::testing::{FrameSpec, IpSpec};
 use lro_core::{
