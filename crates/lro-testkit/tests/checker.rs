@@ -640,22 +640,29 @@ const BREAKS: &[Break] = &[
         Some("[0, 2, 4]: flags"),
         Some("[0, 2, 4]: flags 0x18"),
     ),
-    // The link header is part of the flow's identity (addresses and tags), which is checked
-    // first; the byte-for-byte compare of the link header after it is a second guard. The
-    // ground-truth checker compares the link header under Gro only.
+    // The link header is part of the flow's identity (addresses and tags), which
+    // `check::check` checks first; its byte-for-byte compare of the link header after it is a
+    // second guard.
     Break::new(
         "the link header",
         LRO,
         |c| edit_out(&mut c.run, A0, |b, _| b[0] ^= 2),
         Some("output flow identity changed"),
-        None,
+        Some("[0, 2, 4]: link or IP header changed beyond lengths and checksum"),
     ),
     Break::new(
         "the TTL",
         LRO,
         |c| edit_out(&mut c.run, A0, |b, t| b[t.l3 + 8] -= 1),
         Some("IP fields"),
-        None,
+        Some("[0, 2, 4]: link or IP header changed beyond lengths and checksum"),
+    ),
+    Break::new(
+        "the IPv4 ID",
+        LRO,
+        |c| edit_out(&mut c.run, A0, |b, t| b[t.l3 + 5] ^= 1),
+        Some("IP fields"),
+        Some("[0, 2, 4]: link or IP header changed beyond lengths and checksum"),
     ),
     Break::new(
         "an ACK older than the last frame's under Lro",
@@ -669,21 +676,21 @@ const BREAKS: &[Break] = &[
         GRO,
         |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 8, ACK + 1)),
         Some("ACK/window rewritten"),
-        Some("header fields other than lengths changed"),
+        Some("Gro segment [0, 2, 4]: TCP header fields other than lengths changed"),
     ),
     Break::new(
         "the options rewritten under Gro",
         GRO,
         |c| edit_out(&mut c.run, A0, |b, t| b[tsval_at(t) + 3] ^= 1),
         Some("options rewritten"),
-        Some("header fields other than lengths changed"),
+        Some("Gro segment [0, 2, 4]: TCP header fields other than lengths changed"),
     ),
     Break::new(
         "the urgent pointer under Gro",
         GRO,
         |c| edit_out(&mut c.run, A0, |b, t| b[t.l4 + 19] = 1),
         Some("urgent pointer"),
-        None,
+        Some("[0, 2, 4]: urgent pointer changed"),
     ),
     Break::new(
         "a frame passed as received but changed",

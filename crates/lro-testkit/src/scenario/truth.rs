@@ -466,7 +466,8 @@ fn check_rewritten(
         ));
     }
     // Header fields: everything up to the TCP checksum is the head's except lengths, IP
-    // checksum, PSH/FIN ORed in, and under Lro the newest ACK/window/timestamps.
+    // checksum, PSH/FIN ORed in, and under Lro the newest ACK/window/timestamps (the Lro
+    // TCP header in full is `structured::check_headers`'s, in the fuzz targets).
     if tcp.sequence_number() != head.seq {
         return Err(format!("segment {ids:?}: sequence number"));
     }
@@ -477,21 +478,28 @@ fn check_rewritten(
     if flags != head.flags | or {
         return Err(format!("segment {ids:?}: flags {flags:#x}"));
     }
+    // Under both policies: the link header, the IP header (its ID included) and the urgent
+    // pointer are the head's.
+    let (l3, l4) = (head.l3, head.l4);
+    let same_id = head.bytes[l3] >> 4 != 4 || bytes[l3 + 4..l3 + 6] == head.bytes[l3 + 4..l3 + 6];
+    if bytes[..l3] != head.bytes[..l3]
+        || ip_identity_bytes(&bytes[l3..l4]) != ip_identity(head)
+        || !same_id
+    {
+        return Err(format!(
+            "segment {ids:?}: link or IP header changed beyond lengths and checksum"
+        ));
+    }
+    if bytes[l4 + 18..l4 + 20] != head.bytes[l4 + 18..l4 + 20] {
+        return Err(format!("segment {ids:?}: urgent pointer changed"));
+    }
     let last = &sc.inputs[*ids.last().unwrap()];
     if sc.config.policy == Policy::Gro {
-        let (l3, l4) = (head.l3, head.l4);
         let same_tcp = bytes[l4..l4 + 13] == head.bytes[l4..l4 + 13]
             && bytes[l4 + 14..l4 + 16] == head.bytes[l4 + 14..l4 + 16];
-        let same_id =
-            head.bytes[l3] >> 4 != 4 || bytes[l3 + 4..l3 + 6] == head.bytes[l3 + 4..l3 + 6];
-        if bytes[..l3] != head.bytes[..l3]
-            || ip_identity_bytes(&bytes[l3..l4]) != ip_identity(head)
-            || !same_id
-            || !same_tcp
-            || tcp.options() != head.tcp_options(&head.bytes)
-        {
+        if !same_tcp || tcp.options() != head.tcp_options(&head.bytes) {
             return Err(format!(
-                "Gro segment {ids:?}: header fields other than lengths changed"
+                "Gro segment {ids:?}: TCP header fields other than lengths changed"
             ));
         }
     } else if !serial_le(last.ack, tcp.acknowledgment_number()) {
