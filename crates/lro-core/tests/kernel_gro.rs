@@ -57,6 +57,7 @@
 
 use lro_core::encap::NoEncap;
 use lro_core::testing::{FrameSpec, TCP_ACK, TCP_CWR, TPID_8021Q};
+use lro_core::wire::write_be16;
 use lro_core::RxMeta;
 use lro_testkit::kernel::{
     by_flow, captures, crowded, describe, engine_gro, frames_of, gso_gives_back, most_held,
@@ -211,8 +212,7 @@ fn the_comparisons_with_the_kernel_refuse_a_wrong_claim() {
     let mut input = interleaved(flows, TCP_ACK, None);
     for (k, f) in input.iter_mut().enumerate() {
         let t = oracle::tcp_of(f, &RxMeta::ethernet(0)).expect("TCP");
-        let id = k as u16 / flows;
-        f[t.l3 + 4..t.l3 + 6].copy_from_slice(&id.to_be_bytes());
+        write_be16(f, t.l3 + 4, k as u16 / flows);
         oracle::fix_checksums(f, &t);
     }
     let err = kernel

@@ -42,8 +42,7 @@ fn engine_key(f: &Pushed) -> Option<FlowKey> {
 
 /// Runs `steps` on the plain engine `engine` with the harness's runner (then a teardown
 /// `flush_all`), and checks DESIGN.md's invariants on the output with the harness's checker
-/// (`lro_testkit::check`). On a fresh engine the runner also holds every verdict to what the
-/// sink saw and `frames_in` to the pushes; an engine run before keeps its counters.
+/// (`lro_testkit::check`); the runner also holds every verdict to what the sink saw.
 fn run<C: Coalescer<Tagged>>(
     engine: &mut C,
     inputs: &[Pushed],
@@ -51,8 +50,7 @@ fn run<C: Coalescer<Tagged>>(
     config: &Config,
     frames_max: usize,
 ) -> Recorder {
-    let fresh = engine.stats().frames_in == 0;
-    checked(engine, inputs, steps, config, frames_max, fresh)
+    checked(engine, inputs, steps, config, frames_max, true)
 }
 
 /// [`run`] for the RSS wrapper, which queues (no verdicts to check). Frames of one flow share

@@ -14,6 +14,7 @@
 //! at.
 
 use lro_core::testing::{FrameSpec, IpSpec};
+use lro_core::wire::{write_be16, write_be32};
 use lro_core::{
     Coalescer, Config, Engine, FlushReason, OutChecksum, PassReason, Policy, RxMeta, SegmentInfo,
     Sink, Sizes, Stats, Verdict,
@@ -102,13 +103,6 @@ struct Case {
     run: Run,
 }
 
-fn config(policy: Policy) -> Config {
-    match policy {
-        Policy::Lro => Config::lro(),
-        _ => Config::gro(),
-    }
-}
-
 fn case_with(built: Built, config: Config) -> Case {
     let mut engine: Box<Engine<Tagged, Sizes<8, FRAMES>>> = Box::new(Engine::new(config));
     let run = check::run(&mut *engine, &built, true);
@@ -132,7 +126,7 @@ fn finished(built: Built, config: Config, run: Run) -> Case {
 }
 
 fn case(policy: Policy) -> Case {
-    case_with(built(), config(policy))
+    case_with(built(), Config::gro().with_policy(policy))
 }
 
 /// What `check::check` says of the case: `Ok` or the violation.
@@ -184,12 +178,12 @@ fn seg(run: &mut Run, head: usize) -> (&mut Vec<usize>, &mut Vec<u8>, &mut Segme
 }
 
 /// Edits the bytes of the segment headed by `head` as `edit` says, given the reference
-/// reader's view of them, then makes its IPv4 header and TCP checksums right again.
+/// reader's view of them (through GRE too), then makes every checksum right again.
 fn edit_out(run: &mut Run, head: usize, edit: impl FnOnce(&mut [u8], &Tcp)) {
     let (_, bytes, _) = seg(run, head);
-    let t = oracle::tcp_of(bytes, &META).expect("the segment parses");
+    let t = oracle::tcp_of_gre(bytes, &META).expect("the segment parses");
     edit(bytes, &t);
-    let t = oracle::tcp_of(bytes, &META).expect("the edited segment parses");
+    let t = oracle::tcp_of_gre(bytes, &META).expect("the edited segment parses");
     oracle::fix_checksums(bytes, &t);
 }
 
@@ -233,10 +227,6 @@ fn untrusted(c: &mut Case, id: usize) {
 fn padded(c: &mut Case, id: usize, byte: u8, neutral: bool) {
     c.built.frames[id].bytes.push(byte);
     record(c, id).padding = Some(neutral);
-}
-
-fn put_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
 /// Offset of the TSval in a frame of this scenario: its only options are NOP, NOP, timestamps.
@@ -549,7 +539,7 @@ const BREAKS: &[Break] = &[
         |c| {
             view(c, A1).ip_id = 999;
             let l3 = record(c, A1).l3;
-            record(c, A1).bytes[l3 + 4..l3 + 6].copy_from_slice(&999u16.to_be_bytes());
+            write_be16(&mut record(c, A1).bytes, l3 + 4, 999);
         },
         Some("IPv4 IDs neither fixed nor incrementing"),
         Some("IPv4 IDs neither fixed nor incrementing"),
@@ -566,7 +556,7 @@ const BREAKS: &[Break] = &[
         LRO,
         |c| {
             let at = tsval_at(view(c, A1));
-            put_u32(&mut c.built.frames[A1].bytes, at, 99);
+            write_be32(&mut c.built.frames[A1].bytes, at, 99);
             record(c, A1).tsval = Some(99);
         },
         Some("TSval back at 2"),
@@ -629,7 +619,7 @@ const BREAKS: &[Break] = &[
     Break::new(
         "the sequence number",
         LRO,
-        |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 4, t.seq + 1)),
+        |c| edit_out(&mut c.run, A0, |b, t| write_be32(b, t.l4 + 4, t.seq + 1)),
         Some("sequence number"),
         Some("sequence number"),
     ),
@@ -667,14 +657,14 @@ const BREAKS: &[Break] = &[
     Break::new(
         "an ACK older than the last frame's under Lro",
         LRO,
-        |c| edit_out(&mut c.run, B0, |b, t| put_u32(b, t.l4 + 8, ACK - 1)),
+        |c| edit_out(&mut c.run, B0, |b, t| write_be32(b, t.l4 + 8, ACK - 1)),
         Some("ACK older than its last frame's"),
         Some("ACK older than its last frame's"),
     ),
     Break::new(
         "the ACK rewritten under Gro",
         GRO,
-        |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 8, ACK + 1)),
+        |c| edit_out(&mut c.run, A0, |b, t| write_be32(b, t.l4 + 8, ACK + 1)),
         Some("ACK/window rewritten"),
         Some("Gro segment [0, 2, 4]: TCP header fields other than lengths changed"),
     ),
@@ -1132,14 +1122,6 @@ fn gre_case() -> Case {
     finished(built, config, run)
 }
 
-/// Edits the tunnelled segment headed by frame 0, then makes every checksum right again.
-fn edit_gre_out(c: &mut Case, edit: impl FnOnce(&mut [u8])) {
-    let (_, bytes, _) = seg(&mut c.run, 0);
-    edit(bytes);
-    let t = oracle::tcp_of_gre(bytes, &META).expect("the edited segment reads as GRE TCP");
-    oracle::fix_checksums(bytes, &t);
-}
-
 /// One break of the tunnelled run: its name, what it changes, and the message it must get.
 type GreBreak = (&'static str, fn(&mut Case), &'static str);
 
@@ -1190,12 +1172,12 @@ const GRE_BREAKS: &[GreBreak] = &[
     ),
     (
         "the outer TTL",
-        |c| edit_gre_out(c, |b| b[OUTER_L3 + 8] -= 1),
+        |c| edit_out(&mut c.run, 0, |b, _| b[OUTER_L3 + 8] -= 1),
         "outer IP header",
     ),
     (
         "the GRE header",
-        |c| edit_gre_out(c, |b| b[GRE_AT + 6] ^= 1),
+        |c| edit_out(&mut c.run, 0, |b, _| b[GRE_AT + 6] ^= 1),
         "GRE header changed beyond its checksum",
     ),
 ];
@@ -1234,7 +1216,7 @@ fn the_fuzz_targets_header_check_refuses_broken_headers() {
         (
             LRO,
             // The ACK of the data frames, not of the pure ACK the segment absorbed.
-            |c| edit_out(&mut c.run, A0, |b, t| put_u32(b, t.l4 + 8, ACK)),
+            |c| edit_out(&mut c.run, A0, |b, t| write_be32(b, t.l4 + 8, ACK)),
             "TCP header is not the head's with the newest ACK, window and timestamps (frame 5's)",
         ),
         (
