@@ -797,6 +797,48 @@ fn a_segment_held_across_a_policy_change_keeps_its_newest_ack() {
     assert_eq!(got, 5, "the newest ACK number is delivered");
 }
 
+/// A new hash seed re-keys header prediction's probe (a hash of the addresses and ports) as
+/// well as the flow table: an idle engine given a seed with [`Engine::set_config`] predicts
+/// exactly as one built with it. 256 interleaved flows make the probe's collisions (two flows
+/// taking turns at one candidate miss each other's template), and so which frames are
+/// predicted, depend on the seed: the seed pairs are chosen where they differ.
+#[test]
+fn a_new_hash_seed_rekeys_header_prediction_too() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let frames: Vec<Vec<u8>> = (0..3u32)
+        .flat_map(|round| {
+            (0..256u16).map(move |flow| {
+                let payload = [flow as u8; MSS];
+                let seq = 1000 + round * MSS as u32;
+                let spec = FrameSpec::ipv4_tcp(40000 + flow, 80);
+                frame(spec.seq(seq).ack(1).flags(TCP_ACK).payload(&payload))
+            })
+        })
+        .collect();
+    let run = |engine: &mut Engine<Vec<u8>, Sizes<256, 4>>| {
+        let mut rec = Rec::default();
+        for f in &frames {
+            engine.push(f.clone(), &meta, &mut rec);
+        }
+        engine.flush_all(&mut rec);
+        (engine.stats().clone(), rec.segments)
+    };
+    let fresh = |seed| run(&mut Engine::new(Config::lro().with_hash_seed(seed)));
+    for (before, after) in [(1, 2), (5, 7), (u64::MAX, 0)] {
+        let (fresh_stats, fresh_out) = fresh(after);
+        assert_ne!(
+            fresh(before).0.predicted,
+            fresh_stats.predicted,
+            "seeds {before} and {after}: the probe's collisions differ"
+        );
+        let mut reseeded = Engine::new(Config::lro().with_hash_seed(before));
+        reseeded.set_config(Config::lro().with_hash_seed(after));
+        let (stats, out) = run(&mut reseeded);
+        assert_eq!(stats, fresh_stats, "seed {before} -> {after}");
+        assert_eq!(out, fresh_out, "seed {before} -> {after}");
+    }
+}
+
 /// `Lro`, then `Gro`, then `Lro` again: an ACK delivered under `Gro` is what a duplicate
 /// repeats, though `Gro` records none; the policy change forgets the ACK memory, so the
 /// duplicate is delivered alone (it was held, then absorbed by the next ACK and released).
