@@ -1012,7 +1012,9 @@ where
         match decision {
             // A frame starting a segment in the entry whose template it matched (the flow's
             // first frame after a flush): what `start` does for it.
-            Decision::Start | Decision::FlushThenStart(..) if rules::may_start(&facts).is_ok() => {
+            Decision::Start | Decision::FlushThenStart(..)
+                if rules::may_start(facts.flags).is_ok() =>
+            {
                 if let Decision::FlushThenStart(held, reason) = decision {
                     self.flush_slot(held, reason, sink);
                 }
@@ -1462,7 +1464,7 @@ where
         sink: &mut K,
     ) -> Verdict {
         let f = &inc.facts;
-        let mut reason = rules::may_start(f).err();
+        let mut reason = rules::may_start(f.flags).err();
         if reason.is_none() && f.payload_len == 0 {
             // `Lro` only: `alone` passed no pure ACK under `Gro`.
             reason =

@@ -86,9 +86,8 @@ pub(crate) trait Facts {
 }
 
 /// A frame's facts as values: the general path's reading (from the parser), and what the
-/// engine keeps of any frame once the rules decided something other than a plain append.
-/// Without a head to compare with, its comparisons answer yes: it is only asked them through
-/// [`Compared`].
+/// engine keeps of any frame once the rules decided something other than a plain append. The
+/// rules read it through [`Compared`], which adds the byte comparisons with a head.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Fields {
     pub(crate) seq: u32,
@@ -123,69 +122,6 @@ impl Fields {
             padded: f.padded(),
             padding_neutral: f.padding_neutral(),
         }
-    }
-}
-
-impl Facts for Fields {
-    #[inline(always)]
-    fn seq(&self) -> u32 {
-        self.seq
-    }
-    #[inline(always)]
-    fn ack(&self) -> u32 {
-        self.ack
-    }
-    #[inline(always)]
-    fn flags_word(&self) -> u32 {
-        self.flags_word
-    }
-    #[inline(always)]
-    fn flags(&self) -> u8 {
-        self.flags
-    }
-    #[inline(always)]
-    fn window(&self) -> u16 {
-        self.window
-    }
-    #[inline(always)]
-    fn payload_len(&self) -> u32 {
-        self.payload_len
-    }
-    #[inline(always)]
-    fn options(&self) -> TcpOptions {
-        self.options
-    }
-    #[inline(always)]
-    fn ip(&self) -> IpFacts {
-        self.ip
-    }
-    #[inline(always)]
-    fn outer(&self) -> Option<IpFacts> {
-        self.outer
-    }
-    #[inline(always)]
-    fn encap(&self) -> Result<(), PassReason> {
-        self.encap
-    }
-    #[inline(always)]
-    fn padded(&self) -> bool {
-        self.padded
-    }
-    #[inline(always)]
-    fn padding_neutral(&self) -> bool {
-        self.padding_neutral
-    }
-    #[inline(always)]
-    fn options_equal(&self) -> bool {
-        true
-    }
-    #[inline(always)]
-    fn extensions_equal(&self) -> bool {
-        true
-    }
-    #[inline(always)]
-    fn encap_may_merge(&self) -> bool {
-        true
     }
 }
 
@@ -360,8 +296,8 @@ pub(crate) fn alone(policy: Policy, f: &impl Facts) -> Result<(), PassReason> {
 /// Linux `out_check_final`: a segment with PSH or FIN is never held; it is delivered at once
 /// (after its flow's held segment).
 #[inline(always)]
-pub(crate) fn may_start(f: &impl Facts) -> Result<(), PassReason> {
-    if f.flags() & (flags::PSH | flags::FIN) != 0 {
+pub(crate) fn may_start(tcp_flags: u8) -> Result<(), PassReason> {
+    if tcp_flags & (flags::PSH | flags::FIN) != 0 {
         return Err(PassReason::PushFin);
     }
     Ok(())
