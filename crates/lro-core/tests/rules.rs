@@ -89,6 +89,53 @@ fn run(config: Config, frames: &[(Vec<u8>, RxMeta)]) -> (Rec, Vec<Verdict>) {
     (rec, verdicts)
 }
 
+/// Lro: a pure ACK with FIN or PSH is never absorbed, even one that advances the ACK of the
+/// segment its flow holds (which a pure ACK without them would supersede): the held segment
+/// goes first, then the ACK alone, as it came (FreeBSD `tcp_lro_condense` pushes those out).
+/// Asked of both paths: header prediction (checksums verified by the NIC) and the parser
+/// (checked in software).
+#[test]
+fn pure_ack_with_fin_or_psh_is_not_absorbed() {
+    for meta in [
+        RxMeta::ethernet(0).with_checksum(RxChecksum::Verified),
+        RxMeta::ethernet(0),
+    ] {
+        for flag in [lro_core::testing::TCP_FIN, TCP_PSH] {
+            let flagged = frame(
+                spec(3)
+                    .seq(1000 + 2 * MSS as u32)
+                    .ack(9)
+                    .flags(TCP_ACK | flag),
+            );
+            let with_held = |last: Vec<u8>| {
+                run(
+                    Config::lro(),
+                    &[
+                        (data(1, 1000, 5, TCP_ACK), meta),
+                        (data(2, 1000 + MSS as u32, 5, TCP_ACK), meta),
+                        (last, meta),
+                    ],
+                )
+            };
+            let (rec, verdicts) = with_held(flagged.clone());
+            assert_eq!(
+                verdicts[2],
+                Verdict::Passed(PassReason::PushFin),
+                "flag {flag:#x}, {:?}",
+                meta.checksum
+            );
+            assert!(rec.released.is_empty(), "flag {flag:#x}: absorbed");
+            assert_eq!(rec.segments.len(), 2, "flag {flag:#x}");
+            assert_eq!(rec.segments[0].len(), 2, "flag {flag:#x}: the data first");
+            assert_eq!(rec.segments[1], [flagged], "flag {flag:#x}");
+            // The same ACK without the flag is absorbed: the flag alone decides.
+            let (rec, verdicts) = with_held(pure_ack(3, 1000 + 2 * MSS as u32, 9));
+            assert_eq!(verdicts[2], Verdict::Absorbed, "{:?}", meta.checksum);
+            assert_eq!(rec.released.len(), 1);
+        }
+    }
+}
+
 /// Lro: the peer's data segment is held, its next data segment is lost, then it sends a
 /// duplicate ACK (same ACK number and window, no data) whose sequence number is past the hole,
 /// then more data. The duplicate must reach the stack as such (RFC 5681 section 2: it signals
