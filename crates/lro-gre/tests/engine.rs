@@ -309,6 +309,43 @@ fn a_never_merged_frame_goes_after_its_flows_held_segment() {
     assert_eq!(stats.tunnel.passed[PassReason::BadEncapChecksum.index()], 1);
 }
 
+/// A frame of the tunnel's flow whose GRE header the encapsulation will not merge with the
+/// head's (`Gre::may_merge`: with C, Reserved1 differs) ends the held segment
+/// (`FlushReason::Encap`) and heads the next one; the frame after it, with the old header
+/// again, ends that one in turn. Every NIC, both policies, prediction on and off.
+#[test]
+fn a_gre_header_the_tunnel_will_not_merge_ends_the_segment() {
+    for outer in [GreSpec::ipv4(), GreSpec::ipv6()] {
+        let mut f = Flow::new(outer.checksum().key(5));
+        let mut frames = f.data(2);
+        f.gre.reserved1 = 0x0102;
+        frames.extend(f.data(1));
+        f.gre.reserved1 = 0;
+        frames.extend(f.data(1));
+        for nic in NICS {
+            for mut config in [Config::gro(), Config::lro()] {
+                for prediction in [true, false] {
+                    config.header_prediction = prediction;
+                    let (rec, verdicts, stats) = go(config, &inputs(&f, &frames, nic));
+                    let case = format!("outer {:?}, {nic:?}, {config:?}", outer.ip);
+                    let encap = Cause::Flushed(FlushReason::Encap);
+                    assert_eq!(
+                        segments(&rec),
+                        vec![
+                            (vec![0, 1], encap),
+                            (vec![2], encap),
+                            (vec![3], Cause::Flushed(FlushReason::FlushAll)),
+                        ],
+                        "{case}"
+                    );
+                    assert_eq!(verdicts[2], Verdict::Held, "{case}");
+                    assert_eq!(stats.flushes[FlushReason::Encap.index()], 2, "{case}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn the_key_is_read_after_the_checksum_word() {
     // C+K. The GRE checksum of a packet whose inner checksums are right depends only on the
