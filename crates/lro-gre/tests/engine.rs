@@ -175,6 +175,8 @@ fn mergeable_shapes() -> Vec<(&'static str, Flow)> {
     ]
 }
 
+/// Every mergeable shape merges, under every NIC and both policies, and header prediction
+/// takes every frame after the head.
 #[test]
 fn every_mergeable_shape_merges_under_every_nic_and_policy() {
     for (name, flow) in mergeable_shapes() {
@@ -189,6 +191,11 @@ fn every_mergeable_shape_merges_under_every_nic_and_policy() {
                 assert_eq!(segs[0].0, (0..6).collect::<Vec<_>>());
                 assert_eq!(stats.tunnel.frames_in, 6, "{name}");
                 assert_eq!(stats.tunnel.frames_merged, 5, "{name}");
+                // Which frames took header prediction's path shows only in the counters.
+                assert_eq!(
+                    stats.predicted, 5,
+                    "{name} {nic:?} {config:?}: every frame after the head predicted"
+                );
                 if let Some(Out::Seg { info, .. }) = rec.out.first() {
                     let t = info.tunnel.expect("tunnel in the info");
                     let id = TunnelId::of(&t);
