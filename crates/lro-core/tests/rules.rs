@@ -944,6 +944,42 @@ fn a_new_hash_seed_rekeys_header_prediction_too() {
     }
 }
 
+/// The ACK memory keeps a record per flow (direct-mapped by the flow hash, 256 records by
+/// default): after eight flows each delivered a segment, each flow's next pure ACK is known
+/// not to repeat what its flow delivered, and starts a segment, instead of passing alone as an
+/// ACK of unknown history ([`PassReason::UnknownAck`]).
+#[test]
+fn the_ack_memory_keeps_a_record_per_flow() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let flow = |port: u16| FrameSpec::ipv4_tcp(port, 80);
+    let mut engine: Engine<Vec<u8>, Sizes<16, 4>> = Engine::new(Config::lro());
+    let mut rec = Rec::default();
+    let ports: Vec<u16> = (0..8).map(|i| 40000 + 7 * i).collect();
+    for &port in &ports {
+        let pushed = frame(
+            flow(port)
+                .seq(1000)
+                .ack(1)
+                .flags(TCP_ACK | TCP_PSH)
+                .payload(&[1; 10]),
+        );
+        assert_eq!(
+            engine.push(pushed, &meta, &mut rec),
+            Verdict::Passed(PassReason::PushFin)
+        );
+    }
+    for &port in &ports {
+        let ack = frame(flow(port).seq(1010).ack(2).flags(TCP_ACK));
+        assert_eq!(
+            engine.push(ack, &meta, &mut rec),
+            Verdict::Held,
+            "port {port}: its flow's record"
+        );
+    }
+    engine.flush_all(&mut rec);
+    assert_eq!(rec.segments.len(), 16);
+}
+
 /// `Lro`, then `Gro`, then `Lro` again: an ACK delivered under `Gro` is what a duplicate
 /// repeats, though `Gro` records none; the policy change forgets the ACK memory, so the
 /// duplicate is delivered alone (it was held, then absorbed by the next ACK and released).
