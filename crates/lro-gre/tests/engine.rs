@@ -323,31 +323,51 @@ fn a_never_merged_frame_goes_after_its_flows_held_segment() {
 #[test]
 fn a_gre_header_the_tunnel_will_not_merge_ends_the_segment() {
     for outer in [GreSpec::ipv4(), GreSpec::ipv6()] {
-        let mut f = Flow::new(outer.checksum().key(5));
-        let mut frames = f.data(2);
-        f.gre.reserved1 = 0x0102;
-        frames.extend(f.data(1));
-        f.gre.reserved1 = 0;
-        frames.extend(f.data(1));
-        for nic in NICS {
-            for mut config in [Config::gro(), Config::lro()] {
-                for prediction in [true, false] {
-                    config.header_prediction = prediction;
-                    let (rec, verdicts, stats) = go(config, &inputs(&f, &frames, nic));
-                    let case = format!("outer {:?}, {nic:?}, {config:?}", outer.ip);
-                    let encap = Cause::Flushed(FlushReason::Encap);
-                    assert_eq!(
-                        segments(&rec),
-                        vec![
-                            (vec![0, 1], encap),
-                            (vec![2], encap),
-                            (vec![3], Cause::Flushed(FlushReason::FlushAll)),
-                        ],
-                        "{case}"
-                    );
-                    assert_eq!(verdicts[2], Verdict::Held, "{case}");
-                    assert_eq!(stats.flushes[FlushReason::Encap.index()], 2, "{case}");
-                }
+        let (f, frames) = third_changed(outer, |g| g.reserved1 = 0x0102);
+        every_setting(&f, &frames, |setting, rec, verdicts, stats| {
+            let case = format!("outer {:?}, {setting}", outer.ip);
+            let encap = Cause::Flushed(FlushReason::Encap);
+            assert_eq!(
+                segments(&rec),
+                vec![
+                    (vec![0, 1], encap),
+                    (vec![2], encap),
+                    (vec![3], Cause::Flushed(FlushReason::FlushAll)),
+                ],
+                "{case}"
+            );
+            assert_eq!(verdicts[2], Verdict::Held, "{case}");
+            assert_eq!(stats.flushes[FlushReason::Encap.index()], 2, "{case}");
+        });
+    }
+}
+
+/// Four data frames of a C+K tunnel over `outer`, the third with its GRE layer changed by
+/// `change`.
+fn third_changed(outer: GreSpec, change: impl FnOnce(&mut GreSpec)) -> (Flow, Vec<Vec<u8>>) {
+    let mut f = Flow::new(outer.checksum().key(5));
+    let mut frames = f.data(2);
+    let keep = f.gre;
+    change(&mut f.gre);
+    frames.extend(f.data(1));
+    f.gre = keep;
+    frames.extend(f.data(1));
+    (f, frames)
+}
+
+/// Runs `frames` of `f` under every NIC, both policies, prediction on and off (each on a fresh
+/// engine, every invariant checked); `check` gets each run and a description of its setting.
+fn every_setting(
+    f: &Flow,
+    frames: &[Vec<u8>],
+    mut check: impl FnMut(&str, Recorder, Vec<Verdict>, Stats),
+) {
+    for nic in NICS {
+        for mut config in [Config::gro(), Config::lro()] {
+            for prediction in [true, false] {
+                config.header_prediction = prediction;
+                let (rec, verdicts, stats) = go(config, &inputs(f, frames, nic));
+                check(&format!("{nic:?}, {config:?}"), rec, verdicts, stats);
             }
         }
     }
@@ -622,32 +642,20 @@ fn a_frame_the_tunnel_keeps_apart_goes_after_the_held_segment() {
     ];
     for outer in [GreSpec::ipv4(), GreSpec::ipv6()] {
         for (what, change) in apart {
-            let mut f = Flow::new(outer.checksum().key(5));
-            let mut frames = f.data(2);
-            let keep = f.gre;
-            change(&mut f.gre);
-            frames.extend(f.data(1));
-            f.gre = keep;
-            frames.extend(f.data(1));
-            for nic in NICS {
-                for mut config in [Config::gro(), Config::lro()] {
-                    for prediction in [true, false] {
-                        config.header_prediction = prediction;
-                        let (rec, verdicts, stats) = go(config, &inputs(&f, &frames, nic));
-                        let case = format!("{what}, outer {:?}, {nic:?}, {config:?}", outer.ip);
-                        let reason = if what == "outer fragment" {
-                            PassReason::Fragment
-                        } else {
-                            PassReason::Encap
-                        };
-                        assert_eq!(verdicts[2], Verdict::Passed(reason), "{case}");
-                        assert_eq!(stats.tunnel.passed[reason.index()], 1, "{case}");
-                        let segs = segments(&rec);
-                        assert_eq!(segs[0].0, vec![0, 1], "{case}: the held pair first");
-                        assert_eq!(segs[1].0, vec![2], "{case}");
-                    }
-                }
-            }
+            let (f, frames) = third_changed(outer, change);
+            every_setting(&f, &frames, |setting, rec, verdicts, stats| {
+                let case = format!("{what}, outer {:?}, {setting}", outer.ip);
+                let reason = if what == "outer fragment" {
+                    PassReason::Fragment
+                } else {
+                    PassReason::Encap
+                };
+                assert_eq!(verdicts[2], Verdict::Passed(reason), "{case}");
+                assert_eq!(stats.tunnel.passed[reason.index()], 1, "{case}");
+                let segs = segments(&rec);
+                assert_eq!(segs[0].0, vec![0, 1], "{case}: the held pair first");
+                assert_eq!(segs[1].0, vec![2], "{case}");
+            });
         }
     }
 }
