@@ -837,20 +837,15 @@ fn push_and_short_segments_close_tunnelled_segments() {
 
 #[test]
 fn plain_and_tunnelled_traffic_share_an_engine() {
-    // A plain flow with the same inner addresses and ports as a tunnelled one: two flows.
-    let mut t = Flow::new(GreSpec::ipv4().key(1));
-    let mut frames = Vec::new();
-    let mut metas = Vec::new();
-    for i in 0..4u32 {
-        frames.push(t.frame(1000, TCP_ACK));
-        metas.push(RxMeta::ethernet(0));
-        let payload = vec![i as u8; 1000];
-        let spec = FrameSpec::ipv4_tcp(40000, 5201)
+    // A plain frame of a flow with the same inner addresses and ports as the tunnelled one:
+    // two flows.
+    let plain = |i: u32, ack: u32, len: usize| {
+        let payload = vec![i as u8; len];
+        let mut spec = FrameSpec::ipv4_tcp(40000, 5201)
             .seq(1 + 1000 * i)
-            .ack(9)
+            .ack(ack)
             .flags(TCP_ACK)
             .payload(&payload);
-        let mut spec = spec;
         if let IpSpec::V4(v4) = &mut spec.ip {
             v4.src = [10, 0, 0, 1];
             v4.dst = [10, 0, 0, 2];
@@ -858,15 +853,16 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
         }
         let mut b = vec![0u8; spec.len()];
         spec.write(&mut b).unwrap();
-        frames.push(b);
-        metas.push(RxMeta::ethernet(0));
+        Input::new(b, RxMeta::ethernet(0))
+    };
+    let tunnelled = |b: Vec<u8>| Input::new(b, RxMeta::ethernet(0));
+    let mut t = Flow::new(GreSpec::ipv4().key(1));
+    let mut ins = Vec::new();
+    for i in 0..4u32 {
+        ins.push(tunnelled(t.frame(1000, TCP_ACK)));
+        ins.push(plain(i, 9, 1000));
     }
     let mut e: Box<E> = Box::new(GreEngine::new(Config::gro()));
-    let ins: Vec<Input> = frames
-        .iter()
-        .zip(&metas)
-        .map(|(b, m)| Input::new(b.clone(), *m))
-        .collect();
     let (rec, _) = run(&mut *e, &ins, &pushes(ins.len()));
     let segs = segments(&rec);
     assert_eq!(segs.len(), 2);
@@ -886,6 +882,24 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
     assert_eq!(e.stats().frames_in, 8);
     assert_eq!(e.stats().frames_merged, 6);
     assert_eq!(e.stats().tunnel.frames_merged, 3);
+
+    // Under `Lro`, pure ACKs of both flows absorbed into their held segments: the tunnel's
+    // counters count the tunnelled ones only.
+    let mut t = Flow::new(GreSpec::ipv4().key(1));
+    let mut ins = vec![tunnelled(t.frame(1000, TCP_ACK)), plain(0, 9, 1000)];
+    for k in 1..=3 {
+        ins.push(tunnelled(t.frame(0, TCP_ACK)));
+        ins.push(plain(1, 9 + 1000 * k, 0));
+    }
+    let (rec, verdicts, stats) = go(Config::lro(), &ins);
+    assert_eq!(
+        verdicts[2..],
+        [Verdict::Absorbed; 6],
+        "{:?}",
+        segments(&rec)
+    );
+    assert_eq!(stats.acks_merged, 6);
+    assert_eq!(stats.tunnel.acks_merged, 3, "the tunnelled ACKs only");
 }
 
 #[test]
