@@ -3,7 +3,7 @@
 //! sink's point of view only.
 #![cfg(feature = "test-utils")]
 
-use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_ECE, TCP_PSH};
+use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_ECE, TCP_FIN, TCP_PSH};
 use lro_core::{
     Cause, Config, Engine, FlushReason, LinkKind, PassReason, RxChecksum, RxMeta, Segment, Sink,
     Sizes, Verdict,
@@ -100,39 +100,31 @@ fn pure_ack_with_fin_or_psh_is_not_absorbed() {
         RxMeta::ethernet(0).with_checksum(RxChecksum::Verified),
         RxMeta::ethernet(0),
     ] {
-        for flag in [lro_core::testing::TCP_FIN, TCP_PSH] {
-            let flagged = frame(
-                spec(3)
-                    .seq(1000 + 2 * MSS as u32)
-                    .ack(9)
-                    .flags(TCP_ACK | flag),
-            );
-            let with_held = |last: Vec<u8>| {
-                run(
-                    Config::lro(),
-                    &[
-                        (data(1, 1000, 5, TCP_ACK), meta),
-                        (data(2, 1000 + MSS as u32, 5, TCP_ACK), meta),
-                        (last, meta),
-                    ],
-                )
-            };
+        let with_held = |last: Vec<u8>| {
+            run(
+                Config::lro(),
+                &[
+                    (data(1, 1000, 5, TCP_ACK), meta),
+                    (data(2, 1000 + MSS as u32, 5, TCP_ACK), meta),
+                    (last, meta),
+                ],
+            )
+        };
+        let ack_seq = 1000 + 2 * MSS as u32;
+        for flag in [TCP_FIN, TCP_PSH] {
+            let flagged = frame(spec(3).seq(ack_seq).ack(9).flags(TCP_ACK | flag));
             let (rec, verdicts) = with_held(flagged.clone());
-            assert_eq!(
-                verdicts[2],
-                Verdict::Passed(PassReason::PushFin),
-                "flag {flag:#x}, {:?}",
-                meta.checksum
-            );
-            assert!(rec.released.is_empty(), "flag {flag:#x}: absorbed");
-            assert_eq!(rec.segments.len(), 2, "flag {flag:#x}");
-            assert_eq!(rec.segments[0].len(), 2, "flag {flag:#x}: the data first");
-            assert_eq!(rec.segments[1], [flagged], "flag {flag:#x}");
-            // The same ACK without the flag is absorbed: the flag alone decides.
-            let (rec, verdicts) = with_held(pure_ack(3, 1000 + 2 * MSS as u32, 9));
-            assert_eq!(verdicts[2], Verdict::Absorbed, "{:?}", meta.checksum);
-            assert_eq!(rec.released.len(), 1);
+            let case = format!("flag {flag:#x}, {:?}", meta.checksum);
+            assert_eq!(verdicts[2], Verdict::Passed(PassReason::PushFin), "{case}");
+            assert!(rec.released.is_empty(), "{case}: absorbed");
+            assert_eq!(rec.segments.len(), 2, "{case}");
+            assert_eq!(rec.segments[0].len(), 2, "{case}: the data first");
+            assert_eq!(rec.segments[1], [flagged], "{case}");
         }
+        // The same ACK without the flag is absorbed: the flag alone decides.
+        let (rec, verdicts) = with_held(pure_ack(3, ack_seq, 9));
+        assert_eq!(verdicts[2], Verdict::Absorbed, "{:?}", meta.checksum);
+        assert_eq!(rec.released.len(), 1);
     }
 }
 
