@@ -180,6 +180,26 @@ mod tests {
         g.burst_end(20, 10);
         g.burst_end(40, 2);
         assert!(!g.open(), "2 of 40 since the reset: poor");
+        // Only the frames counter below its mark (no frame had paid off before the reset).
+        let mut g = Prediction::NEW;
+        g.burst_end(1000, 0);
+        g.burst_end(20, 0);
+        assert!(g.open(), "the one-burst pause ran out");
+        g.burst_end(40, 20);
+        assert!(
+            g.open(),
+            "all 20 of the frames since the reset's burst predicted"
+        );
+    }
+
+    #[test]
+    fn an_empty_poll_is_not_judged() {
+        let mut g = Prediction::NEW;
+        g.burst_end(10, 0);
+        g.burst_end(20, 0);
+        assert!(g.open(), "two bursts of 10 frames: too few to judge either");
+        g.burst_end(20, 0);
+        assert!(g.open(), "no frame since the last burst: none to judge");
     }
 
     #[test]
