@@ -572,8 +572,21 @@ enum Csum {
     Verified,
     /// Nothing: the engine verifies in software.
     Software,
-    /// The NIC's sum of the frame after the Ethernet header.
+    /// The NIC's sum of the frame after the link header.
     Complete,
+}
+
+impl Csum {
+    /// What the NIC reports of `frame`, received on a link of kind `link`.
+    fn report(self, frame: &[u8], link: LinkKind) -> RxChecksum {
+        match self {
+            Csum::Verified => RxChecksum::Verified,
+            Csum::Software => RxChecksum::None,
+            Csum::Complete => {
+                RxChecksum::Complete(lro_core::testing::complete_checksum(frame, link))
+            }
+        }
+    }
 }
 
 /// [`run_verified`] with the checksum state `csum`.
@@ -584,15 +597,7 @@ fn run_csum(
     flush_before: Option<usize>,
     csum: Csum,
 ) -> (Vec<Verdict>, Rec, Vec<bool>, lro_core::Stats) {
-    let meta = |f: &[u8]| {
-        RxMeta::ethernet(0).with_checksum(match csum {
-            Csum::Verified => RxChecksum::Verified,
-            Csum::Software => RxChecksum::None,
-            Csum::Complete => {
-                RxChecksum::Complete(lro_core::testing::complete_checksum(f, LinkKind::Ethernet))
-            }
-        })
-    };
+    let meta = |f: &[u8]| RxMeta::ethernet(0).with_checksum(csum.report(f, LinkKind::Ethernet));
     let mut engine: Engine<Vec<u8>, Sizes<4, 16>> =
         Engine::new(config.with_header_prediction(prediction));
     let mut rec = Rec::default();
@@ -635,7 +640,7 @@ fn every_common_layout_is_predicted_under_every_checksum_report() {
                         s = s.seq(1000 + u32::from(k) * MSS as u32).ack(1);
                         s = s.flags(TCP_ACK).payload(&payload);
                         if timestamps {
-                            s.tcp.push_timestamps(7, 9);
+                            s = s.timestamps(7, 9);
                         }
                         let (s, meta) = lro_testkit::built::link_shape(s, which, 5);
                         (frame(s), meta)
@@ -650,13 +655,7 @@ fn every_common_layout_is_predicted_under_every_checksum_report() {
                         let mut engine: Engine<Vec<u8>, Sizes<4, 16>> = Engine::new(config);
                         let mut rec = Rec::default();
                         for (f, meta) in &frames {
-                            let meta = meta.with_checksum(match csum {
-                                Csum::Verified => RxChecksum::Verified,
-                                Csum::Software => RxChecksum::None,
-                                Csum::Complete => RxChecksum::Complete(
-                                    lro_core::testing::complete_checksum(f, meta.link),
-                                ),
-                            });
+                            let meta = meta.with_checksum(csum.report(f, meta.link));
                             engine.push(f.clone(), &meta, &mut rec);
                         }
                         engine.flush_all(&mut rec);
@@ -912,7 +911,7 @@ fn a_new_hash_seed_rekeys_header_prediction_too() {
             })
         })
         .collect();
-    let run = |engine: &mut Engine<Vec<u8>, Sizes<256, 4>>| {
+    let replay = |engine: &mut Engine<Vec<u8>, Sizes<256, 4>>| {
         let mut rec = Rec::default();
         for f in &frames {
             engine.push(f.clone(), &meta, &mut rec);
@@ -920,7 +919,7 @@ fn a_new_hash_seed_rekeys_header_prediction_too() {
         engine.flush_all(&mut rec);
         (engine.stats().clone(), rec.segments)
     };
-    let fresh = |seed| run(&mut Engine::new(Config::lro().with_hash_seed(seed)));
+    let fresh = |seed| replay(&mut Engine::new(Config::lro().with_hash_seed(seed)));
     for (before, after) in [(1, 2), (5, 7), (u64::MAX, 0)] {
         let (fresh_stats, fresh_out) = fresh(after);
         assert_ne!(
@@ -930,7 +929,7 @@ fn a_new_hash_seed_rekeys_header_prediction_too() {
         );
         let mut reseeded = Engine::new(Config::lro().with_hash_seed(before));
         reseeded.set_config(Config::lro().with_hash_seed(after));
-        let (stats, out) = run(&mut reseeded);
+        let (stats, out) = replay(&mut reseeded);
         assert_eq!(stats, fresh_stats, "seed {before} -> {after}");
         assert_eq!(out, fresh_out, "seed {before} -> {after}");
     }
