@@ -136,13 +136,23 @@ fn check_frame(frame: &[u8], raw: bool) -> Result<Checked, String> {
     };
     let seg = tcp.slice();
     let tcp_len = seg.len() as u32;
+    // Where the IP header starts (tags included), and where its datagram ends: etherparse cuts
+    // the datagram at the IP length, so bytes after it would pass unseen.
+    let ip_at = match &p.net {
+        Some(NetSlice::Ipv4(v4)) => v4.header().slice().as_ptr(),
+        Some(NetSlice::Ipv6(v6)) => v6.header().slice().as_ptr(),
+        _ => return Err("no IP".into()),
+    } as usize
+        - frame.as_ptr() as usize;
     let (pseudo, ip_id) = match &p.net {
         Some(NetSlice::Ipv4(v4)) => {
             let h = v4.header();
             if ones_complement_sum(h.slice()) != 0xffff {
                 return Err("bad IPv4 header checksum".into());
             }
-            if usize::from(h.total_len()) != h.slice().len() + seg.len() {
+            if usize::from(h.total_len()) != h.slice().len() + seg.len()
+                || ip_at + usize::from(h.total_len()) != frame.len()
+            {
                 return Err("IPv4 total length".into());
             }
             (
@@ -152,7 +162,9 @@ fn check_frame(frame: &[u8], raw: bool) -> Result<Checked, String> {
         }
         Some(NetSlice::Ipv6(v6)) => {
             let h = v6.header();
-            if usize::from(h.payload_length()) != v6.extensions().slice().len() + seg.len() {
+            if usize::from(h.payload_length()) != v6.extensions().slice().len() + seg.len()
+                || ip_at + ipv6::HEADER_LEN + usize::from(h.payload_length()) != frame.len()
+            {
                 return Err("IPv6 payload length".into());
             }
             (
@@ -171,6 +183,68 @@ fn check_frame(frame: &[u8], raw: bool) -> Result<Checked, String> {
         ip_id,
         payload: tcp.payload().to_vec(),
     })
+}
+
+/// `check_frame` can fail: it takes a frame as built, and refuses the same frame with a wrong
+/// checksum (IPv4 header, TCP), a payload byte changed under the old checksum, a wrong IP
+/// length, or a byte after the datagram. Every link layout, IPv4 and IPv6.
+#[test]
+fn check_frame_refuses_a_broken_frame() {
+    let payload = bytes(300, 9);
+    for v6 in [false, true] {
+        for link in 0..3 {
+            let shape = Shape {
+                v6,
+                raw: link == 0,
+                vlan: link == 2,
+                ts: Some((1, 2)),
+                ext: false,
+            };
+            let good = build(&shape, FIXED, &payload);
+            let l3 = match link {
+                0 => 0,
+                1 => 14,
+                _ => 18,
+            };
+            let at = format!("v6 {v6}, link {link}");
+            let c = check_frame(&good, shape.raw).unwrap_or_else(|e| panic!("{at}: {e}"));
+            assert_eq!((c.seq, c.payload), (FIXED.seq, payload.clone()), "{at}");
+
+            let mut broken: Vec<(&str, Vec<u8>)> = Vec::new();
+            let mut f = good.clone();
+            *f.last_mut().unwrap() ^= 0x40;
+            broken.push(("payload byte", f));
+            let mut f = good.clone();
+            f.push(0);
+            broken.push(("byte after the datagram", f));
+            let tcp_check = l3 + if v6 { 40 } else { 20 } + 16;
+            let mut f = good.clone();
+            f[tcp_check] ^= 0x01;
+            broken.push(("TCP checksum", f));
+            // One byte less in the IP length (and, for IPv4, a header checksum that agrees).
+            let length = l3
+                + if v6 {
+                    ipv6::field::LENGTH.start
+                } else {
+                    ipv4::field::LENGTH.start
+                };
+            let mut f = good.clone();
+            let len = u16::from_be_bytes([f[length], f[length + 1]]) - 1;
+            f[length..length + 2].copy_from_slice(&len.to_be_bytes());
+            if !v6 {
+                f[l3 + 10..l3 + 12].fill(0);
+                let c = !ones_complement_sum(&f[l3..l3 + 20]);
+                f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+                let mut g = good.clone();
+                g[l3 + 10] ^= 0x01;
+                broken.push(("IPv4 header checksum", g));
+            }
+            broken.push(("IP length", f));
+            for (what, f) in broken {
+                assert!(check_frame(&f, shape.raw).is_err(), "{at}: {what} passed");
+            }
+        }
+    }
 }
 
 fn bytes(len: usize, salt: u32) -> Vec<u8> {
