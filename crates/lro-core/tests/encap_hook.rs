@@ -223,42 +223,120 @@ fn run(config: Config, frames: &[Vec<u8>], csum: u8) -> (Collect, lro_core::Stat
 /// Reads a delivered toy frame: the outer IPv4 header and the toy's checksum and length right,
 /// the inner IPv4 and TCP checksums right; returns the TCP payload.
 fn check_valid(b: &[u8]) -> Vec<u8> {
-    let outer = SlicedPacket::from_ethernet(b).unwrap();
+    checked(b).unwrap_or_else(|e| panic!("delivered toy frame: {e}"))
+}
+
+/// [`check_valid`], saying what is wrong instead of panicking.
+fn checked(b: &[u8]) -> Result<Vec<u8>, String> {
+    let ensure = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_string()) };
+    let outer = SlicedPacket::from_ethernet(b).map_err(|e| format!("outer: {e:?}"))?;
     let Some(NetSlice::Ipv4(o)) = outer.net else {
-        panic!("outer not IPv4")
+        return Err("outer not IPv4".into());
     };
     let oh = o.header().to_header();
-    assert_eq!(
-        oh.header_checksum,
-        oh.calc_header_checksum(),
-        "outer checksum"
-    );
-    assert_eq!(usize::from(oh.total_len), b.len() - 14, "outer length");
+    ensure(
+        oh.header_checksum == oh.calc_header_checksum(),
+        "outer checksum",
+    )?;
+    ensure(usize::from(oh.total_len) == b.len() - 14, "outer length")?;
     let toy = o.payload().payload;
-    let hlen = if toy[2] & CHECKSUM != 0 { 12 } else { 8 };
+    let hlen = if toy.get(2).is_some_and(|f| f & CHECKSUM != 0) {
+        12
+    } else {
+        8
+    };
+    ensure(toy.len() >= hlen, "toy header cut")?;
     if hlen == 12 {
         let s = ones_complement_sum(toy);
-        assert!(s == 0xffff || s == 0, "toy checksum");
+        ensure(s == 0xffff || s == 0, "toy checksum")?;
         let len = u16::from_be_bytes([toy[10], toy[11]]);
-        assert_eq!(usize::from(len), toy.len() - hlen, "toy length");
+        ensure(usize::from(len) == toy.len() - hlen, "toy length")?;
     }
-    let inner = SlicedPacket::from_ip(&toy[hlen..]).unwrap();
+    let inner = SlicedPacket::from_ip(&toy[hlen..]).map_err(|e| format!("inner: {e:?}"))?;
     let Some(NetSlice::Ipv4(i)) = inner.net else {
-        panic!("inner not IPv4")
+        return Err("inner not IPv4".into());
     };
     let ih = i.header().to_header();
-    assert_eq!(
-        ih.header_checksum,
-        ih.calc_header_checksum(),
-        "inner checksum"
-    );
-    assert_eq!(usize::from(ih.total_len), toy.len() - hlen, "inner length");
+    ensure(
+        ih.header_checksum == ih.calc_header_checksum(),
+        "inner checksum",
+    )?;
+    ensure(
+        usize::from(ih.total_len) == toy.len() - hlen,
+        "inner length",
+    )?;
     let Some(TransportSlice::Tcp(t)) = inner.transport else {
-        panic!("not TCP")
+        return Err("not TCP".into());
     };
-    let sum = t.to_header().calc_checksum_ipv4(&ih, t.payload()).unwrap();
-    assert_eq!(t.checksum(), sum, "TCP checksum");
-    t.payload().to_vec()
+    let sum = t
+        .to_header()
+        .calc_checksum_ipv4(&ih, t.payload())
+        .map_err(|e| format!("{e:?}"))?;
+    ensure(t.checksum() == sum, "TCP checksum")?;
+    Ok(t.payload().to_vec())
+}
+
+/// `check_valid` can fail: a toy frame as built passes, and each field it checks, made wrong
+/// alone (the checksums that cover it made right again), is refused with that field's name.
+#[test]
+fn check_valid_refuses_a_broken_frame() {
+    // Makes the toy checksum (when the header has one) and the outer IPv4 header checksum
+    // right for the bytes as they are; the outer length is left alone.
+    fn reseal(f: &mut [u8]) {
+        if f[36] & CHECKSUM != 0 {
+            f[42..44].fill(0);
+            let c = !ones_complement_sum(&f[34..]);
+            f[42..44].copy_from_slice(&c.to_be_bytes());
+        }
+        f[24..26].fill(0);
+        let c = !ones_complement_sum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+    }
+    for flags in [0, CHECKSUM] {
+        let good = run_of(
+            Outer {
+                flags,
+                ..Outer::default()
+            },
+            1,
+            40000,
+        )
+        .remove(0);
+        assert_eq!(checked(&good).map(|p| p.len()), Ok(1000), "flags {flags}");
+        let inner = 34 + if flags & CHECKSUM != 0 { 12 } else { 8 };
+        let length_less = |f: &mut [u8], at: usize| {
+            let n = u16::from_be_bytes([f[at], f[at + 1]]) - 1;
+            f[at..at + 2].copy_from_slice(&n.to_be_bytes());
+        };
+        let mut breaks: Vec<(&str, Box<dyn Fn(&mut [u8])>)> = vec![
+            ("outer checksum", Box::new(|f| f[24] ^= 1)),
+            ("outer length", Box::new(move |f| length_less(f, 16))),
+            ("inner checksum", Box::new(move |f| f[inner + 10] ^= 1)),
+            (
+                "inner length",
+                Box::new(move |f| {
+                    length_less(f, inner + 2);
+                    f[inner + 10..inner + 12].fill(0);
+                    let c = !ones_complement_sum(&f[inner..inner + 20]);
+                    f[inner + 10..inner + 12].copy_from_slice(&c.to_be_bytes());
+                }),
+            ),
+            ("TCP checksum", Box::new(move |f| f[inner + 36] ^= 1)),
+            ("TCP checksum", Box::new(|f| *f.last_mut().unwrap() ^= 1)),
+        ];
+        if flags & CHECKSUM != 0 {
+            breaks.push(("toy checksum", Box::new(|f| f[42] ^= 1)));
+            breaks.push(("toy length", Box::new(move |f| length_less(f, 44))));
+        }
+        for (what, break_it) in breaks {
+            let mut f = good.clone();
+            break_it(&mut f);
+            if what != "outer checksum" && what != "toy checksum" {
+                reseal(&mut f);
+            }
+            assert_eq!(checked(&f), Err(what.to_string()), "flags {flags}");
+        }
+    }
 }
 
 fn payloads(frames: &[Vec<u8>]) -> Vec<u8> {
