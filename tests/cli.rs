@@ -129,32 +129,34 @@ fn payload_streams(p: &Pcap) -> HashMap<FlowId, Vec<u8>> {
 /// Every frame parses; IPv4 header checksums, TCP checksums and lengths are right; IP lengths
 /// cover the frame exactly (these captures have no link padding). Returns the TCP frame count.
 fn check_valid(p: &Pcap) -> usize {
+    checked(p).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`check_valid`], saying what is wrong instead of panicking.
+fn checked(p: &Pcap) -> Result<usize, String> {
     let mut tcp_frames = 0;
     for (i, (_, f)) in p.frames.iter().enumerate() {
-        let s = parse(p.link, f).unwrap_or_else(|e| panic!("output frame {i} does not parse: {e}"));
+        let s = parse(p.link, f).map_err(|e| format!("output frame {i} does not parse: {e}"))?;
+        let fail = |what: &str| Err(format!("frame {i}: {what}"));
         let (ip_at, ip_len) = match &s.net {
             Some(NetSlice::Ipv4(ip)) => {
                 let h = ip.header();
-                assert_eq!(
-                    h.header_checksum(),
-                    h.to_header().calc_header_checksum(),
-                    "frame {i}: IPv4 header checksum"
-                );
+                if h.header_checksum() != h.to_header().calc_header_checksum() {
+                    return fail("IPv4 header checksum");
+                }
                 (h.slice().as_ptr(), usize::from(h.total_len()))
             }
             Some(NetSlice::Ipv6(ip)) => (
                 ip.header().slice().as_ptr(),
                 40 + usize::from(ip.header().payload_length()),
             ),
-            other => panic!("frame {i}: not IP: {other:?}"),
+            other => return fail(&format!("not IP: {other:?}")),
         };
         // Link header, tags included: where the IP header starts.
         let l2_len = ip_at as usize - f.as_ptr() as usize;
-        assert_eq!(
-            l2_len + ip_len,
-            f.len(),
-            "frame {i}: IP length vs frame length"
-        );
+        if l2_len + ip_len != f.len() {
+            return fail("IP length vs frame length");
+        }
         if let Some(TransportSlice::Tcp(tcp)) = &s.transport {
             tcp_frames += 1;
             let want = match &s.net {
@@ -166,11 +168,68 @@ fn check_valid(p: &Pcap) -> usize {
                 }
                 _ => unreachable!("checked above"),
             }
-            .expect("checksum computable");
-            assert_eq!(tcp.checksum(), want, "frame {i}: TCP checksum");
+            .map_err(|e| format!("frame {i}: {e:?}"))?;
+            if tcp.checksum() != want {
+                return fail("TCP checksum");
+            }
         }
     }
-    tcp_frames
+    Ok(tcp_frames)
+}
+
+/// `check_valid` can fail: the committed capture passes, and one of its IPv4 data frames,
+/// broken in each way the checker looks for (the IPv4 header checksum made right again where
+/// another field was changed), is refused for that reason.
+#[test]
+fn check_valid_refuses_a_broken_frame() {
+    let small = read_capture(&root().join(SMALL));
+    assert_eq!(small.link, 1, "Ethernet");
+    let n = checked(&small).expect("the capture is valid");
+    assert!(n > 0);
+    let (t, good) = small
+        .frames
+        .iter()
+        .find(|(_, f)| f.len() > 100 && f[12..14] == [0x08, 0x00] && f[23] == 6)
+        .expect("an IPv4 TCP data frame")
+        .clone();
+    let one = |f: Vec<u8>| Pcap {
+        link: 1,
+        frames: vec![(t, f)],
+    };
+    assert_eq!(checked(&one(good.clone())), Ok(1));
+    let reseal = |f: &mut Vec<u8>| {
+        f[24..26].fill(0);
+        let ihl = usize::from(f[14] & 0x0f) * 4;
+        let c = !lro_core::testing::ones_complement_sum(&f[14..14 + ihl]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+    };
+    let tcp_at = 14 + usize::from(good[14] & 0x0f) * 4;
+    let mut cases: Vec<(Vec<u8>, &str)> = Vec::new();
+    let mut f = good.clone();
+    f[24] ^= 1;
+    cases.push((f, "frame 0: IPv4 header checksum"));
+    let mut f = good.clone();
+    let len = u16::from_be_bytes([f[16], f[17]]) - 1;
+    f[16..18].copy_from_slice(&len.to_be_bytes());
+    reseal(&mut f);
+    cases.push((f, "frame 0: IP length vs frame length"));
+    let mut f = good.clone();
+    f.push(0);
+    cases.push((f, "frame 0: IP length vs frame length"));
+    let mut f = good.clone();
+    f[tcp_at + 16] ^= 1;
+    cases.push((f, "frame 0: TCP checksum"));
+    let mut f = good.clone();
+    *f.last_mut().unwrap() ^= 0x80;
+    cases.push((f, "frame 0: TCP checksum"));
+    for (f, want) in cases {
+        assert_eq!(checked(&one(f)), Err(want.to_string()));
+    }
+    // Cut inside the TCP header: the IP length no longer fits the frame.
+    let cut = one(good[..tcp_at + 10].to_vec());
+    assert!(checked(&cut)
+        .unwrap_err()
+        .starts_with("output frame 0 does not parse"));
 }
 
 /// The `counters` object holds every counter of the engine's `Stats`, by its own name, and
