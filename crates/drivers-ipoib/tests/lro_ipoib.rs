@@ -113,43 +113,104 @@ fn run(
 /// Checks one IPoIB output frame with etherparse: it parses, lengths agree, and (TCP) its
 /// checksums are right. Returns (flow, seq, payload) for TCP.
 fn check_ipoib_output(frame: &[u8]) -> Option<(Vec<u8>, u32, Vec<u8>)> {
-    let et = EpEtherType(u16::from_be_bytes([frame[0], frame[1]]));
-    let p = SlicedPacket::from_ether_type(et, &frame[4..]).expect("output parses");
+    checked_ipoib(frame).unwrap_or_else(|e| panic!("IPoIB output frame: {e}"))
+}
+
+/// [`check_ipoib_output`], saying what is wrong instead of panicking.
+fn checked_ipoib(frame: &[u8]) -> Result<Option<(Vec<u8>, u32, Vec<u8>)>, String> {
+    let ensure = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_string()) };
+    let head = frame.get(..4).ok_or("shorter than the IPoIB header")?;
+    let et = EpEtherType(u16::from_be_bytes([head[0], head[1]]));
+    let p = SlicedPacket::from_ether_type(et, &frame[4..]).map_err(|e| format!("{e:?}"))?;
     let Some(TransportSlice::Tcp(tcp)) = p.transport else {
-        return None;
+        return Ok(None);
     };
-    let (flow, ok) = match p.net {
+    let (flow, sum) = match p.net {
         Some(NetSlice::Ipv4(ip)) => {
             let h = ip.header();
-            assert_eq!(usize::from(h.total_len()), frame.len() - 4, "IPv4 length");
+            ensure(usize::from(h.total_len()) == frame.len() - 4, "IPv4 length")?;
             let hdr = h.to_header();
-            assert_eq!(hdr.calc_header_checksum(), h.header_checksum(), "IPv4 sum");
-            let sum = tcp
-                .to_header()
-                .calc_checksum_ipv4(&hdr, tcp.payload())
-                .expect("checksum");
-            let mut key = h.source().to_vec();
-            key.extend_from_slice(&h.destination());
-            (key, sum == tcp.checksum())
+            ensure(
+                hdr.calc_header_checksum() == h.header_checksum(),
+                "IPv4 sum",
+            )?;
+            let sum = tcp.to_header().calc_checksum_ipv4(&hdr, tcp.payload());
+            ([h.source(), h.destination()].concat(), sum)
         }
         Some(NetSlice::Ipv6(ip)) => {
             let h = ip.header();
-            assert_eq!(usize::from(h.payload_length()) + 40, frame.len() - 4);
+            ensure(
+                usize::from(h.payload_length()) + 40 == frame.len() - 4,
+                "IPv6 length",
+            )?;
             let sum = tcp
                 .to_header()
-                .calc_checksum_ipv6(&h.to_header(), tcp.payload())
-                .expect("checksum");
-            let mut key = h.source().to_vec();
-            key.extend_from_slice(&h.destination());
-            (key, sum == tcp.checksum())
+                .calc_checksum_ipv6(&h.to_header(), tcp.payload());
+            ([h.source(), h.destination()].concat(), sum)
         }
-        _ => panic!("TCP over something else"),
+        _ => return Err("TCP over something else".into()),
     };
-    assert!(ok, "TCP checksum of an output frame");
+    ensure(
+        sum.map_err(|e| format!("{e:?}"))? == tcp.checksum(),
+        "TCP checksum",
+    )?;
     let mut key = flow;
     key.extend_from_slice(&tcp.source_port().to_be_bytes());
     key.extend_from_slice(&tcp.destination_port().to_be_bytes());
-    Some((key, tcp.sequence_number(), tcp.payload().to_vec()))
+    Ok(Some((key, tcp.sequence_number(), tcp.payload().to_vec())))
+}
+
+/// `check_ipoib_output` can fail: an IPv4 and an IPv6 IPoIB frame as built pass, and each
+/// field it checks, made wrong alone (the IPv4 header checksum made right again where another
+/// field changed), is refused for that reason.
+#[test]
+fn check_ipoib_output_refuses_a_broken_frame() {
+    let payload: Vec<u8> = (0..200u32).map(|i| (i * 31 + 7) as u8).collect();
+    for v6 in [false, true] {
+        let spec = if v6 {
+            FrameSpec::ipv6_tcp(40000, 5201)
+        } else {
+            FrameSpec::ipv4_tcp(40000, 5201)
+        };
+        let good = ipoib(spec.seq(77).flags(TCP_ACK).payload(&payload));
+        let (_, seq, got) = checked_ipoib(&good).expect("valid").expect("TCP");
+        assert_eq!((seq, &got), (77, &payload), "v6 {v6}");
+        let (length_at, tcp_at, length) = if v6 {
+            (4 + 4, 4 + 40, "IPv6 length")
+        } else {
+            (4 + 2, 4 + 20, "IPv4 length")
+        };
+        let reseal = |f: &mut Vec<u8>| {
+            if !v6 {
+                f[14..16].fill(0);
+                let c = !ones_complement_sum(&f[4..24]);
+                f[14..16].copy_from_slice(&c.to_be_bytes());
+            }
+        };
+        let mut cases: Vec<(Vec<u8>, &str)> = Vec::new();
+        let mut f = good.clone();
+        let n = u16::from_be_bytes([f[length_at], f[length_at + 1]]) - 1;
+        f[length_at..length_at + 2].copy_from_slice(&n.to_be_bytes());
+        reseal(&mut f);
+        cases.push((f, length));
+        let mut f = good.clone();
+        f.push(0);
+        cases.push((f, length));
+        let mut f = good.clone();
+        f[tcp_at + 16] ^= 1;
+        cases.push((f, "TCP checksum"));
+        let mut f = good.clone();
+        *f.last_mut().unwrap() ^= 0x80;
+        cases.push((f, "TCP checksum"));
+        if !v6 {
+            let mut f = good.clone();
+            f[14] ^= 1;
+            cases.push((f, "IPv4 sum"));
+        }
+        for (f, want) in cases {
+            assert_eq!(checked_ipoib(&f), Err(want.to_string()), "v6 {v6}");
+        }
+    }
 }
 
 /// The frames of every output segment (software GSO of IPoIB segments; a segment of one
