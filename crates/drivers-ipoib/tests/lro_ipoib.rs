@@ -112,12 +112,16 @@ fn run(
 
 /// Checks one IPoIB output frame with etherparse: it parses, lengths agree, and (TCP) its
 /// checksums are right. Returns (flow, seq, payload) for TCP.
-fn check_ipoib_output(frame: &[u8]) -> Option<(Vec<u8>, u32, Vec<u8>)> {
+fn check_ipoib_output(frame: &[u8]) -> Option<TcpRead> {
     checked_ipoib(frame).unwrap_or_else(|e| panic!("IPoIB output frame: {e}"))
 }
 
+/// What [`check_ipoib_output`] reads from a TCP frame: its flow (addresses and ports), sequence
+/// number and payload.
+type TcpRead = (Vec<u8>, u32, Vec<u8>);
+
 /// [`check_ipoib_output`], saying what is wrong instead of panicking.
-fn checked_ipoib(frame: &[u8]) -> Result<Option<(Vec<u8>, u32, Vec<u8>)>, String> {
+fn checked_ipoib(frame: &[u8]) -> Result<Option<TcpRead>, String> {
     let ensure = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_string()) };
     let head = frame.get(..4).ok_or("shorter than the IPoIB header")?;
     let et = EpEtherType(u16::from_be_bytes([head[0], head[1]]));
