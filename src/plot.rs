@@ -265,3 +265,77 @@ pub(crate) fn write(path: &Path, pic: &Picture<'_>) -> Result<Drawn> {
         to_stdout,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The circles drawn in `svg` in the first style's colour below the header (the legend's
+    /// own marker left out): `(cx, cy)` of each, left to right.
+    fn markers(svg: &str) -> Vec<(f64, f64)> {
+        let doc = roxmltree::Document::parse(svg).expect("well-formed XML");
+        let blue = format!(
+            "#{:02X}{:02X}{:02X}",
+            COLOURS[0].0, COLOURS[0].1, COLOURS[0].2
+        );
+        let num = |n: &roxmltree::Node<'_, '_>, a: &str| -> f64 {
+            n.attribute(a).and_then(|v| v.parse().ok()).expect(a)
+        };
+        let mut at: Vec<(f64, f64)> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some(&blue))
+            .map(|n| (num(&n, "cx"), num(&n, "cy")))
+            .filter(|&(_, y)| y > f64::from(HEADER))
+            .collect();
+        at.sort_by(|a, b| a.0.total_cmp(&b.0));
+        at
+    }
+
+    /// Each marker sits as high as the input frames it stands for, on a linear scale, and as
+    /// far right as its delivery time, on a linear scale.
+    #[test]
+    fn a_marker_is_as_high_as_its_frames_and_placed_at_its_time() {
+        let frames = [1u32, 10, 40, 20, 2];
+        let points: Vec<Point> = frames
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Point {
+                t_ns: 5_000_000 + 1_000_000 * i as u64,
+                flow: None,
+                frames: n,
+                cause: 3,
+            })
+            .collect();
+        let flows = [(None, "other frames".to_string())];
+        let svg = render(&Picture {
+            title: "test",
+            flows: &flows,
+            points: &points,
+            input: None,
+        })
+        .expect("drawn");
+        let at = markers(&svg);
+        assert_eq!(at.len(), frames.len(), "one marker per delivery: {at:?}");
+        // Pixels per frame, from the lowest and the highest marker (y grows downwards).
+        let (y1, y40) = (at[0].1, at[2].1);
+        let per_frame = (y1 - y40) / 39.0;
+        assert!(per_frame > 1.0, "40 frames drawn no higher than 1: {at:?}");
+        for (&(_, y), &n) in at.iter().zip(&frames) {
+            let want = y1 - per_frame * f64::from(n - 1);
+            assert!(
+                (y - want).abs() <= 1.5,
+                "{n} frames at y {y}, not {want}: {at:?}"
+            );
+        }
+        // One millisecond apart each: equal steps to the right.
+        let step = (at[4].0 - at[0].0) / 4.0;
+        assert!(step > 10.0, "{at:?}");
+        for (i, &(x, _)) in at.iter().enumerate() {
+            let want = at[0].0 + step * i as f64;
+            assert!(
+                (x - want).abs() <= 1.5,
+                "delivery {i} at x {x}, not {want}: {at:?}"
+            );
+        }
+    }
+}
