@@ -294,6 +294,69 @@ mod tests {
         }
     }
 
+    /// An encapsulation that writes its whole header from what it is given, so a wrong
+    /// length or sum handed to it shows (and a header slice it does not expect panics).
+    struct Probe;
+
+    impl Encap for Probe {
+        const IP_PROTOCOL: u8 = 253;
+        const MAX_HEADER_LEN: usize = 8;
+        const NAME: &'static str = "probe";
+        type Tunnel = crate::encap::TunnelKey;
+
+        fn parse(_b: &[u8]) -> Result<crate::encap::EncapHeader, crate::PassReason> {
+            Err(crate::PassReason::NotTcp)
+        }
+
+        fn fix(header: &mut [u8], fix: &EncapFix) {
+            let len = u16::try_from(fix.payload_len).unwrap_or(u16::MAX);
+            header[..2].copy_from_slice(&len.to_be_bytes());
+            header[2..4].copy_from_slice(&fix.payload_sum.unwrap_or(0).to_be_bytes());
+        }
+    }
+
+    /// "Offsets out of bounds are skipped, never a panic": every order of the offsets (each
+    /// inside, at the end of, or past the buffer), with and without a tunnel and its checksum,
+    /// every way of writing the TCP checksum.
+    #[test]
+    fn fix_headers_with_offsets_in_any_order_does_not_panic() {
+        const AT: [u16; 5] = [0, 14, 34, 54, 70];
+        let pseudo = PseudoHeader::new(&[198, 18, 0, 1], &[198, 18, 0, 2], 6);
+        let mut b = [0u8; 64];
+        let mut calls = 0u32;
+        for (l3, l4, payload, end) in AT
+            .iter()
+            .flat_map(|&a| AT.map(move |b| (a, b)))
+            .flat_map(|(a, b)| AT.map(move |c| (a, b, c)))
+            .flat_map(|(a, b, c)| AT.map(move |d| (a, b, c, usize::from(d))))
+        {
+            for outer in [None, Some((0u16, 14u16, 34u16)), Some((14, 34, 14))] {
+                for (v6, checksum) in [(false, None), (true, Some(2)), (false, Some(2))] {
+                    let l = Layers {
+                        outer: outer.map(|(o3, encap, inner)| OuterLayers {
+                            l3: o3,
+                            v6,
+                            encap,
+                            inner,
+                            checksum,
+                        }),
+                        l3,
+                        l4,
+                        payload,
+                        v6,
+                    };
+                    for sum in [None, Some(0x1234)] {
+                        for tcp in [TcpSum::Full, TcpSum::Partial] {
+                            fix_headers::<Probe>(&mut b, &l, end, sum, tcp, &pseudo);
+                            calls += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(calls, 5 * 5 * 5 * 5 * 3 * 3 * 4);
+    }
+
     #[test]
     fn ipv4_checksum_of_a_cut_header_does_not_panic() {
         // Options said, but the buffer ends inside them; or it ends before the header.
