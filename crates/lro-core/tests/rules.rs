@@ -697,6 +697,50 @@ fn lone_pure_ack_flows_on_another_layout_are_predicted() {
     }
 }
 
+/// Once a data flow has set header prediction's layout, a segment headed by a pure ACK of
+/// another layout does not move it: an IPv6 data flow interleaved with the pure ACKs of an
+/// IPv4 flow (which start a segment of their own under `Lro`) keeps every data frame after its
+/// head predicted, under both policies. (Were the ACKs' segment to take it, prediction would
+/// find the ACKs instead, and no data frame.)
+#[test]
+fn a_pure_ack_segment_does_not_take_prediction_from_a_data_flow() {
+    let payload = [0x33u8; MSS];
+    let data = |k: u32| {
+        frame(
+            FrameSpec::ipv6_tcp(40000, 80)
+                .seq(1000 + k * MSS as u32)
+                .ack(1)
+                .flags(TCP_ACK)
+                .payload(&payload),
+        )
+    };
+    let ack = |k: u32| frame(spec(50).seq(7).ack(2000 + 100 * k).flags(TCP_ACK));
+    // An IPv4 data frame of a third flow first, then the ACK flow's: the data flow's entry
+    // is not entry 0, which every candidate names before prediction has proposed any.
+    let other = frame(
+        FrameSpec::ipv4_tcp(41000, 80)
+            .seq(5)
+            .ack(1)
+            .flags(TCP_ACK)
+            .payload(&payload),
+    );
+    let frames: Vec<Vec<u8>> = [other, ack(0)]
+        .into_iter()
+        .chain((0..6).flat_map(|k| [data(k), ack(k + 1)]))
+        .collect();
+    for config in [Config::lro(), Config::gro()] {
+        let (_, rec, predicted) = run_verified(config, &frames, None);
+        let policy = config.policy;
+        let data_predicted: Vec<bool> = predicted.iter().skip(2).step_by(2).copied().collect();
+        assert_eq!(
+            data_predicted,
+            [false, true, true, true, true, true],
+            "{policy:?}: {predicted:?}"
+        );
+        assert!(rec.segments.iter().any(|s| s.len() == 6), "{policy:?}");
+    }
+}
+
 /// A SACK pure ACK that header prediction reads as a variant and passes alone with nothing of
 /// its flow held updates the `Lro` ACK memory as the parser's reading does: the plain ACK
 /// after it that repeats its ACK state is a duplicate and goes alone, not into a segment.
