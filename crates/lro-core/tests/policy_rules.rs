@@ -1384,6 +1384,47 @@ fn r11_pure_acks_lro_duplicates_and_shrinking_window() {
     }
 }
 
+/// The `Lro` ACK memory learns a flow's ACK state only from a frame passed alone that it can
+/// trust: one whose checksums were verified, and that has ACK set (the ACK number field of a
+/// segment without ACK means nothing). A pure ACK repeating what an untrusted frame said is
+/// then the first the engine knows of the flow (alone as unknown, not as a duplicate), and the
+/// next advancing one is held.
+#[test]
+fn r11_lro_ack_memory_learns_only_from_trusted_frames() {
+    for c in matrix(&IPS, &LRO) {
+        let b = c.base();
+        let untrusted: [(&str, Seg, PassReason); 2] = [
+            (
+                "bad checksum",
+                b.pure_ack(5000, 512).with(|s| {
+                    s.rx = Rx::None;
+                    s.bad_tcp = true;
+                }),
+                PassReason::BadTcpChecksum,
+            ),
+            (
+                "no ACK flag",
+                b.pure_ack(5000, 512).with(|s| s.flags = 0),
+                PassReason::Control,
+            ),
+        ];
+        for (what, first, reason) in untrusted {
+            let mut h = c.h(what);
+            h.expect(&first, Verdict::Passed(reason));
+            h.expect(
+                &b.pure_ack(5000, 512),
+                Verdict::Passed(PassReason::UnknownAck),
+            );
+            h.expect(&b.pure_ack(5100, 512), Verdict::Held);
+            h.finish();
+            h.counts(
+                &[(FlushReason::FlushAll, 1)],
+                &[(reason, 1), (PassReason::UnknownAck, 1)],
+            );
+        }
+    }
+}
+
 #[test]
 fn r11_pure_ack_after_data_lro() {
     for c in matrix(&IPS, &LRO) {
