@@ -2161,25 +2161,33 @@ fn r15_nic_checksum_states() {
 /// the next frame): under `Partial` with hardware-verified frames the engine keeps no payload
 /// sums, so a segment begun then and finalised under `Full` must still carry a right checksum
 /// (and the other way round, a `Full` segment finalised under `Partial` the pseudo-header sum).
+/// An odd segment size too: the payload read back at delivery has pieces at odd offsets.
 /// `finish` checks every emitted checksum against the mode the segment reports.
 #[test]
 fn r15_output_checksum_mode_changed_mid_segment() {
     for c in matrix(&IPS, &BOTH) {
-        for (from, to) in [
-            (OutChecksum::Partial, OutChecksum::Full),
-            (OutChecksum::Full, OutChecksum::Partial),
+        for (from, to, size) in [
+            (OutChecksum::Partial, OutChecksum::Full, MSS),
+            (OutChecksum::Partial, OutChecksum::Full, MSS + 1),
+            (OutChecksum::Full, OutChecksum::Partial, MSS),
         ] {
             let b = c.base().with(|s| s.rx = Rx::Verified);
+            let data = |i: u32| {
+                b.data(i).with(|s| {
+                    s.seq = b.seq.wrapping_add(i * size);
+                    s.len = size as usize;
+                })
+            };
             let mut h = H::<16, 64>::new(
                 c.cfg().with_checksum_out(from),
-                format!("{c} {from:?} -> {to:?}"),
+                format!("{c} {from:?} -> {to:?}, size {size}"),
             );
-            h.expect(&b.data(0), Verdict::Held);
-            h.expect(&b.data(1), Verdict::Merged);
+            h.expect(&data(0), Verdict::Held);
+            h.expect(&data(1), Verdict::Merged);
             let cfg = h.c.config().with_checksum_out(to);
             h.c.set_config(cfg);
             for i in 2..4 {
-                h.expect(&b.data(i), Verdict::Merged);
+                h.expect(&data(i), Verdict::Merged);
             }
             h.finish();
             h.assert_shape(&[(fl(FlushReason::FlushAll), 4)]);
