@@ -557,6 +557,23 @@ impl<const N: usize, const S: usize> H<N, S> {
         assert_eq!(merged, s.frames_merged, "{ctx}");
         let coalesced = self.rec.out.iter().filter(|o| o.info.frames > 1).count();
         assert_eq!(coalesced as u64, s.coalesced, "{ctx}");
+        let data = self
+            .rec
+            .out
+            .iter()
+            .filter(|o| o.info.payload_len > 0)
+            .count();
+        assert_eq!(data as u64, s.data_out, "{ctx}: segments with payload");
+        for o in &self.rec.out {
+            // An MSS to re-segment with only when two or more frames carry payload.
+            assert_eq!(
+                o.info.gso_size > 0,
+                o.info.gso_segs > 1,
+                "{ctx}: gso_size {} of {} data frames",
+                o.info.gso_size,
+                o.info.gso_segs
+            );
+        }
         for r in &self.rec.released {
             assert!(
                 self.inputs.contains(r),

@@ -353,7 +353,8 @@ pub struct SegmentInfo {
     /// Frames carrying payload: Linux's `gso_segs` (`NAPI_GRO_CB(skb)->count`).
     pub gso_segs: u16,
     /// Largest payload of one merged frame: the MSS to re-segment with (`gso_size`); under
-    /// [`Policy::Gro`] the first frame's payload. Zero for a single frame.
+    /// [`Policy::Gro`] the first frame's payload. Zero unless two or more frames carry
+    /// payload (`gso_segs` of at least 2): there is nothing to re-segment.
     pub gso_size: u16,
     /// Length in bytes of the segment as one contiguous frame ([`Segment::copy_to`]).
     pub len: usize,
