@@ -883,6 +883,14 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
     assert_eq!(e.stats().frames_merged, 6);
     assert_eq!(e.stats().tunnel.frames_merged, 3);
 
+    // A pure ACK of each passed alone under `Gro`: the tunnel's counter has the tunnelled one.
+    let ins = [tunnelled(t.frame(0, TCP_ACK)), plain(4, 1009, 0)];
+    let (_, verdicts) = run(&mut *e, &ins, &pushes(ins.len()));
+    assert_eq!(verdicts, [Verdict::Passed(PassReason::PureAck); 2]);
+    let ack = PassReason::PureAck.index();
+    assert_eq!(e.stats().passed[ack], 2);
+    assert_eq!(e.stats().tunnel.passed[ack], 1, "the tunnelled ACK only");
+
     // Under `Lro`, pure ACKs of both flows absorbed into their held segments: the tunnel's
     // counters count the tunnelled ones only.
     let mut t = Flow::new(GreSpec::ipv4().key(1));
