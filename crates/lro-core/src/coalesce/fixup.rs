@@ -294,8 +294,9 @@ mod tests {
         }
     }
 
-    /// An encapsulation that writes its whole header from what it is given, so a wrong
-    /// length or sum handed to it shows (and a header slice it does not expect panics).
+    /// An encapsulation whose `fix` writes the length and sum it is given into the first four
+    /// bytes of its header slice: a slice shorter than that (a guard letting through offsets
+    /// out of order) panics.
     struct Probe;
 
     impl Encap for Probe {
