@@ -10,7 +10,7 @@
 
 use etherparse::{EtherType as EpEtherType, NetSlice, SlicedPacket, TransportSlice};
 use lro_core::gso::resegment;
-use lro_core::testing::{ones_complement_sum, FrameSpec, TCP_ACK, TCP_PSH};
+use lro_core::testing::{ones_complement_sum, seal_ipv4_header, FrameSpec, TCP_ACK, TCP_PSH};
 use lro_core::{
     Config, Engine, FlushReason, LinkKind, PassReason, RxChecksum, RxMeta, Segment, SegmentInfo,
     Sink, Sizes,
@@ -184,18 +184,13 @@ fn check_ipoib_output_refuses_a_broken_frame() {
         } else {
             (4 + 2, 4 + 20, "IPv4 length")
         };
-        let reseal = |f: &mut Vec<u8>| {
-            if !v6 {
-                f[14..16].fill(0);
-                let c = !ones_complement_sum(&f[4..24]);
-                f[14..16].copy_from_slice(&c.to_be_bytes());
-            }
-        };
         let mut cases: Vec<(Vec<u8>, &str)> = Vec::new();
         let mut f = good.clone();
         let n = u16::from_be_bytes([f[length_at], f[length_at + 1]]) - 1;
         f[length_at..length_at + 2].copy_from_slice(&n.to_be_bytes());
-        reseal(&mut f);
+        if !v6 {
+            seal_ipv4_header(&mut f, 4);
+        }
         cases.push((f, length));
         let mut f = good.clone();
         f.push(0);

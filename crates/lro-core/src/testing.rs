@@ -702,11 +702,11 @@ impl<'a> FrameSpec<'a> {
                 let opts = v4.options.as_slice();
                 buf[at + 20..at + 20 + opts.len()].copy_from_slice(opts);
                 buf[at + 20 + opts.len()..at + hl].fill(0);
-                let mut check = !ones_complement_sum(&buf[at..at + hl]);
+                seal_ipv4_header(buf, at);
                 if self.corrupt == Corrupt::IpChecksum {
-                    check ^= 0x5a5a;
+                    buf[at + 10] ^= 0x5a;
+                    buf[at + 11] ^= 0x5a;
                 }
-                put16(buf, at + 10, check);
                 at += hl;
             }
             IpSpec::V6(v6) => {
@@ -847,6 +847,22 @@ pub fn pseudo_header_sum_v6(src: [u8; 16], dst: [u8; 16], tcp_len: u32) -> u16 {
 /// and padding included).
 pub fn complete_checksum(frame: &[u8], link: crate::LinkKind) -> u16 {
     ones_complement_sum(&frame[link.header_len().min(frame.len())..])
+}
+
+/// Makes the header checksum of the IPv4 header at `l3` of `frame` (as long as its IHL says)
+/// right for the header's bytes as they are: for a test that changes another field and wants
+/// only that field wrong. Does nothing to a header cut short or with an IHL below 5.
+pub fn seal_ipv4_header(frame: &mut [u8], l3: usize) {
+    let Some(&ver_ihl) = frame.get(l3) else {
+        return;
+    };
+    let len = usize::from(ver_ihl & 0x0f) * 4;
+    let Some(h) = frame.get_mut(l3..l3 + len).filter(|h| h.len() >= 20) else {
+        return;
+    };
+    h[10..12].fill(0);
+    let check = !ones_complement_sum(h);
+    h[10..12].copy_from_slice(&check.to_be_bytes());
 }
 
 /// True when `padding` is checksum-neutral: its ones'-complement sum is zero (`0x0000` or

@@ -20,7 +20,7 @@
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use lro_core::encap::{Encap, EncapFix, EncapHeader, Inner, NoEncap, TunnelKey};
 use lro_core::gso;
-use lro_core::testing::{ones_complement_sum, FrameSpec, TCP_ACK, TCP_PSH};
+use lro_core::testing::{ones_complement_sum, seal_ipv4_header, FrameSpec, TCP_ACK, TCP_PSH};
 use lro_core::{
     Cause, Config, Engine, FlushReason, PassReason, RxChecksum, RxMeta, Segment, SegmentInfo, Sink,
     Sizes, Verdict,
@@ -288,9 +288,7 @@ fn check_valid_refuses_a_broken_frame() {
             let c = !ones_complement_sum(&f[34..]);
             f[42..44].copy_from_slice(&c.to_be_bytes());
         }
-        f[24..26].fill(0);
-        let c = !ones_complement_sum(&f[14..34]);
-        f[24..26].copy_from_slice(&c.to_be_bytes());
+        seal_ipv4_header(f, 14);
     }
     for flags in [0, CHECKSUM] {
         let good = run_of(
@@ -322,9 +320,7 @@ fn check_valid_refuses_a_broken_frame() {
         cases.push((f, true, "inner checksum"));
         let mut f = good.clone();
         length_less(&mut f, inner + 2);
-        f[inner + 10..inner + 12].fill(0);
-        let c = !ones_complement_sum(&f[inner..inner + 20]);
-        f[inner + 10..inner + 12].copy_from_slice(&c.to_be_bytes());
+        seal_ipv4_header(&mut f, inner);
         cases.push((f, true, "inner length"));
         let mut f = good.clone();
         f[inner + 36] ^= 1;
@@ -358,9 +354,7 @@ fn payloads(frames: &[Vec<u8>]) -> Vec<u8> {
 fn mend_outer(f: &mut [u8]) {
     let total = (f.len() - 14) as u16;
     f[16..18].copy_from_slice(&total.to_be_bytes());
-    f[24..26].fill(0);
-    let c = !ones_complement_sum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
+    seal_ipv4_header(f, 14);
 }
 
 /// Pushes `frames` through an engine with the encapsulation `E` and checks that each was

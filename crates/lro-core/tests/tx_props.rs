@@ -14,8 +14,9 @@
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use lro_core::gso::{self, Layout};
 use lro_core::testing::{
-    add16, ones_complement_sum, pseudo_header_sum_v4, pseudo_header_sum_v6, FrameSpec, IpSpec,
-    Ipv6Ext, Ipv6ExtKind, TCP_ACK, TCP_CWR, TCP_ECE, TCP_FIN, TCP_PSH, TPID_8021Q,
+    add16, ones_complement_sum, pseudo_header_sum_v4, pseudo_header_sum_v6, seal_ipv4_header,
+    FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, TCP_ACK, TCP_CWR, TCP_ECE, TCP_FIN, TCP_PSH,
+    TPID_8021Q,
 };
 use lro_core::tx::{
     AckOutcome, Completion, Post, RetransmitOptions, TxChecksum, TxError, TxQueue, TxToken,
@@ -136,14 +137,10 @@ fn check_frame(frame: &[u8], raw: bool) -> Result<Checked, String> {
     };
     let seg = tcp.slice();
     let tcp_len = seg.len() as u32;
-    // Where the IP header starts (tags included), and where its datagram ends: etherparse cuts
-    // the datagram at the IP length, so bytes after it would pass unseen.
-    let ip_at = match &p.net {
-        Some(NetSlice::Ipv4(v4)) => v4.header().slice().as_ptr(),
-        Some(NetSlice::Ipv6(v6)) => v6.header().slice().as_ptr(),
-        _ => return Err("no IP".into()),
-    } as usize
-        - frame.as_ptr() as usize;
+    // Where a header starts in the frame (tags included): etherparse cuts the datagram at the
+    // IP length, so the IP length must be checked to end the frame, or bytes after it would
+    // pass unseen.
+    let at = |header: &[u8]| header.as_ptr() as usize - frame.as_ptr() as usize;
     let (pseudo, ip_id) = match &p.net {
         Some(NetSlice::Ipv4(v4)) => {
             let h = v4.header();
@@ -151,7 +148,7 @@ fn check_frame(frame: &[u8], raw: bool) -> Result<Checked, String> {
                 return Err("bad IPv4 header checksum".into());
             }
             if usize::from(h.total_len()) != h.slice().len() + seg.len()
-                || ip_at + usize::from(h.total_len()) != frame.len()
+                || at(h.slice()) + usize::from(h.total_len()) != frame.len()
             {
                 return Err("IPv4 total length".into());
             }
@@ -163,7 +160,7 @@ fn check_frame(frame: &[u8], raw: bool) -> Result<Checked, String> {
         Some(NetSlice::Ipv6(v6)) => {
             let h = v6.header();
             if usize::from(h.payload_length()) != v6.extensions().slice().len() + seg.len()
-                || ip_at + ipv6::HEADER_LEN + usize::from(h.payload_length()) != frame.len()
+                || at(h.slice()) + ipv6::HEADER_LEN + usize::from(h.payload_length()) != frame.len()
             {
                 return Err("IPv6 payload length".into());
             }
@@ -232,9 +229,7 @@ fn check_frame_refuses_a_broken_frame() {
             let len = u16::from_be_bytes([f[length], f[length + 1]]) - 1;
             f[length..length + 2].copy_from_slice(&len.to_be_bytes());
             if !v6 {
-                f[l3 + 10..l3 + 12].fill(0);
-                let c = !ones_complement_sum(&f[l3..l3 + 20]);
-                f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+                seal_ipv4_header(&mut f, l3);
                 let mut g = good.clone();
                 g[l3 + 10] ^= 0x01;
                 broken.push(("IPv4 header checksum", g));
