@@ -8,7 +8,7 @@ mod common;
 
 use common::{check, pushes, run, Input, Op, Out, Recorder};
 use lro_core::csum;
-use lro_core::testing::{FrameSpec, IpSpec, TCP_ACK, TCP_PSH};
+use lro_core::testing::{FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, TCP_ACK, TCP_PSH};
 use lro_core::wire::{be16, ipv4, tcp, write_be16};
 use lro_core::{
     Cause, Config, FlushReason, LinkKind, PassReason, RxChecksum, RxMeta, Sizes, Stats, Verdict,
@@ -545,6 +545,34 @@ fn outer_header_rules_apply() {
     frames[1][24] ^= 0xff; // outer header checksum
     let (_, verdicts, _) = go(Config::gro(), &inputs(&f, &frames, Nic::None));
     assert_eq!(verdicts[1], Verdict::Passed(PassReason::BadIpChecksum));
+}
+
+/// Linux `ipv6_gro_receive` compares the extension headers of every IPv6 header it walks, the
+/// outer one of a tunnel too: two frames of a flow whose outer Destination Options differ in
+/// one byte do not merge, under every NIC mode and policy, with and without prediction.
+#[test]
+fn outer_ipv6_extension_headers_must_match() {
+    let options = |last: u8| {
+        // An option of an unknown type the receiver skips (type 0x1e: action bits 00).
+        Some(Ipv6Ext::new(
+            Ipv6ExtKind::DestinationOptions,
+            &[0x1e, 4, 1, 2, 3, last],
+        ))
+    };
+    let mut outer = GreSpec::ipv6();
+    if let IpSpec::V6(v6) = &mut outer.ip {
+        v6.ext[0] = options(4);
+    }
+    let (f, frames) = third_changed(outer, |g| {
+        if let IpSpec::V6(v6) = &mut g.ip {
+            v6.ext[0] = options(5);
+        }
+    });
+    every_setting(&f, &frames, |case, rec, _, stats| {
+        let ids: Vec<Vec<usize>> = segments(&rec).into_iter().map(|(ids, _)| ids).collect();
+        assert_eq!(ids, vec![vec![0, 1], vec![2], vec![3]], "{case}");
+        assert_eq!(stats.flushes[FlushReason::IpFields.index()], 2, "{case}");
+    });
 }
 
 /// DESIGN.md invariant 2 for frames the tunnel layer keeps apart: an outer fragment (IPv4 or
