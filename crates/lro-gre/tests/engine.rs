@@ -911,11 +911,16 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
 
     // A pure ACK of each passed alone under `Gro`: the tunnel's counter has the tunnelled one.
     let ins = [tunnelled(t.frame(0, TCP_ACK)), plain(4, 1009, 0)];
+    let predicted = e.stats().predicted;
     let (_, verdicts) = run(&mut *e, &ins, &pushes(ins.len()));
     assert_eq!(verdicts, [Verdict::Passed(PassReason::PureAck); 2]);
     assert_eq!(e.stats().passed(PassReason::PureAck), 2);
     let tunnel = e.stats().tunnel.passed[PassReason::PureAck.index()];
     assert_eq!(tunnel, 1, "the tunnelled ACK only");
+    // Both taken by header prediction, which counts the frames in: the tunnel's count has
+    // the tunnelled one only.
+    assert_eq!(e.stats().predicted, predicted + 2);
+    assert_eq!(e.stats().tunnel.frames_in, 5);
 
     // Under `Lro`, pure ACKs of both flows absorbed into their held segments: the tunnel's
     // counters count the tunnelled ones only.
@@ -934,6 +939,7 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
     );
     assert_eq!(stats.acks_merged, 6);
     assert_eq!(stats.tunnel.acks_merged, 3, "the tunnelled ACKs only");
+    assert_eq!(stats.tunnel.frames_in, 4, "the tunnelled frames only");
 }
 
 #[test]
