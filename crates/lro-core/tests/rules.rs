@@ -904,13 +904,16 @@ fn flush_idle_keeps_the_earliest_max_hold_deadline() {
     let mut rec = Rec::default();
     assert_eq!(engine.push(flow(40000), &at(0), &mut rec), Verdict::Held);
     assert_eq!(engine.push(flow(40001), &at(50), &mut rec), Verdict::Held);
+    assert_eq!(engine.held_flows(), 2);
     let max_hold = [lro_core::Cause::Flushed(lro_core::FlushReason::MaxHold)];
     engine.flush_idle(120, &mut rec);
     assert_eq!(rec.causes, max_hold, "held since 0, max 100: due at 100");
     assert_eq!(engine.held_frames(), 1, "held since 50: due at 150");
+    assert_eq!(engine.held_flows(), 1);
     engine.flush_idle(150, &mut rec);
     assert_eq!(rec.causes, [max_hold, max_hold].concat());
     assert_eq!(engine.held_frames(), 0);
+    assert_eq!(engine.held_flows(), 0);
 }
 
 /// `set_config` from `Lro` to `Gro` while a segment is held: the segment keeps the newest ACK
