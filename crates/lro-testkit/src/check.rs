@@ -31,8 +31,9 @@ pub struct Run {
 /// the counters must be conserved. With `verdicts` (a plain engine; wrappers such as
 /// `RssSorted` only queue), also checks that every push's verdict agrees with what the sink saw
 /// during the push (cause included), that a push never emits a frame not yet pushed, and that
-/// `frames_in` grew by the pushes (an engine run before keeps its counters). Panics with a
-/// description on a violation.
+/// `frames_in` grew by the pushes (an engine run before keeps its counters) and that after
+/// every step `held_frames` counts the frames pushed, held or merged, and not yet delivered.
+/// Panics with a description on a violation.
 pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) -> Run {
     let frames_in_before = engine.stats().frames_in;
     let n = built.frames.len();
@@ -41,6 +42,9 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
     let mut pushed = vec![false; n];
     let mut emitted_ids = vec![false; n];
     let mut dup_known = vec![false; n];
+    // Frames of this run the verdicts say are held (`Held`, `Merged`), not delivered since.
+    let mut held = vec![false; n];
+    let mut held_count = 0usize;
     let mut pushes = 0u64;
     let mut steps_done = Vec::new();
     for (k, step) in built.steps.iter().enumerate() {
@@ -68,6 +72,10 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
                 pushes += 1;
                 pushed[id] = true;
                 out[id] = v;
+                if matches!(v, Verdict::Held | Verdict::Merged) {
+                    held[id] = true;
+                    held_count += 1;
+                }
                 if verdicts {
                     check_verdict(id, v, &rec.out[before..]);
                 }
@@ -84,8 +92,20 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
         }
         for o in &rec.out[before..] {
             if let Out::Seg { ids, .. } = o {
-                ids.iter().for_each(|&i| emitted_ids[i] = true);
+                for &i in ids {
+                    emitted_ids[i] = true;
+                    if std::mem::take(&mut held[i]) {
+                        held_count -= 1;
+                    }
+                }
             }
+        }
+        if verdicts {
+            assert_eq!(
+                engine.held_frames(),
+                held_count,
+                "held_frames after step {k} ({step:?})"
+            );
         }
         steps_done.resize(rec.out.len(), k + 1);
     }

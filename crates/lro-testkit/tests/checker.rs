@@ -909,6 +909,8 @@ enum Lie {
     MergedAsFlushed,
     /// It says it holds one more frame than it does.
     HeldFrames,
+    /// It says it holds nothing.
+    HeldNone,
     /// One frame more in and out than it saw: conserved, but not what was pushed.
     FramesIn,
     /// One frame more in than it saw: not conserved.
@@ -972,7 +974,10 @@ impl Coalescer<Tagged> for Liar {
     }
 
     fn held_frames(&self) -> usize {
-        self.inner.held_frames() + usize::from(matches!(self.lie, Lie::HeldFrames))
+        match self.lie {
+            Lie::HeldNone => 0,
+            lie => self.inner.held_frames() + usize::from(matches!(lie, Lie::HeldFrames)),
+        }
     }
 }
 
@@ -993,7 +998,8 @@ fn an_engine_misreporting_its_verdicts_counters_or_held_frames_is_caught() {
             Lie::MergedAsFlushed,
             "frame 2: verdict MergedAndFlushed(SizeLimit) but last output None",
         ),
-        (Lie::HeldFrames, "frames still held after flush_all"),
+        (Lie::HeldFrames, "held_frames after step 0"),
+        (Lie::HeldNone, "held_frames after step 0"),
         (Lie::FramesIn, "frames_in"),
         (Lie::Unconserved, "stats not conserved"),
     ] {
@@ -1010,6 +1016,18 @@ fn an_engine_misreporting_its_verdicts_counters_or_held_frames_is_caught() {
             "{lie:?}: want {want:?}, got {r:?}"
         );
     }
+    // Without the verdict checks (a wrapper that queues), the teardown still counts.
+    let mut liar = Liar {
+        inner: Engine::new(Config::gro()),
+        lie: Lie::HeldFrames,
+        shown: Stats::default(),
+    };
+    let r = check::catch(|| check::run(&mut liar, &built(), false).rec.out.len());
+    let want = "frames still held after flush_all";
+    assert!(
+        r.as_ref().is_err_and(|msg| msg.contains(want)),
+        "want {want:?}, got {r:?}"
+    );
 }
 
 #[test]
