@@ -1372,6 +1372,38 @@ fn adaptive_bypass_delivers_what_is_held_first() {
     bypass_case(true);
 }
 
+/// Pure ACKs absorbed under `Lro` are merges to the bypass gate: bursts of ACK runs (4 flows of
+/// 8 advancing pure ACKs each), in which nothing else merges, never pause coalescing, with
+/// segments flushed every burst or held across polls.
+#[test]
+fn adaptive_bypass_counts_absorbed_acks_as_merges() {
+    for idle in [false, true] {
+        let bursts: Vec<Vec<Vec<u8>>> = (0..8u32)
+            .map(|b| {
+                (0..4u16)
+                    .flat_map(|flow| {
+                        (0..8u32).map(move |k| {
+                            let n = b * 8 + k;
+                            ack_flow(1000 + flow, n as u16, 5000 + 100 * n)
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let (_, _, stats) = burst_run(&bursts, burst_config(true, true), idle);
+        let last = stats.last().unwrap();
+        assert_eq!(last.bypassed_bursts, 0, "idle {idle}: paused");
+        // Each flow's first pure ACK goes alone (nothing is known of the flow yet) and its
+        // second heads a segment; flushed every burst, each later burst's first heads one.
+        let absorbed = if idle {
+            4 * (8 * 8 - 2)
+        } else {
+            4 * (6 + 7 * 7)
+        };
+        assert_eq!(last.absorbed, absorbed, "idle {idle}: absorbed");
+    }
+}
+
 fn bypass_case(idle: bool) {
     let bursts = runs_then_singles_then_runs();
     let (v_on, rec_on, stats_on) = burst_run(&bursts, burst_config(true, true), idle);
