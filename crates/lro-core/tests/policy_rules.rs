@@ -564,6 +564,19 @@ impl<const N: usize, const S: usize> H<N, S> {
             .filter(|o| o.info.payload_len > 0)
             .count();
         assert_eq!(data as u64, s.data_out, "{ctx}: segments with payload");
+        // `data_in` counts frames with payload: never a TCP frame without (the raw-IP and
+        // unreadable inputs are counted as possible data).
+        let pure = |f: &Vec<u8>| {
+            let sp = SlicedPacket::from_ethernet(f).or_else(|_| SlicedPacket::from_ip(f));
+            matches!(sp, Ok(SlicedPacket { transport: Some(TransportSlice::Tcp(t)), .. })
+                if t.payload().is_empty())
+        };
+        let most = self.inputs.iter().filter(|f| !pure(f)).count();
+        assert!(
+            s.data_in <= most as u64,
+            "{ctx}: data_in {} of at most {most} frames with payload",
+            s.data_in
+        );
         for o in &self.rec.out {
             // An MSS to re-segment with only when two or more frames carry payload.
             assert_eq!(
