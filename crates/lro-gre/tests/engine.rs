@@ -686,6 +686,70 @@ fn a_frame_the_tunnel_keeps_apart_goes_after_the_held_segment() {
     }
 }
 
+/// A frame kept apart flushes only the held segments it must not overtake, and leaves the
+/// others held: a GRE header that never merges, those of its inner connection in its tunnel
+/// (not another connection in the same tunnel); a plain IPv4 fragment (ports unknown), those
+/// between its addresses, inner or outer (no tunnel between other addresses); an outer
+/// fragment (inner flow unknown), those of its tunnel (not another tunnel's).
+#[test]
+fn frames_kept_apart_flush_only_what_they_must_not_overtake() {
+    let mut a = Flow::new(GreSpec::ipv4().key(1));
+    let mut b = Flow::new(GreSpec::ipv4().key(1));
+    b.inner.tcp.src_port = 40001;
+    let mut c = Flow::new(GreSpec::ipv4().key(1));
+    if let IpSpec::V4(v4) = &mut c.gre.ip {
+        v4.src = [192, 0, 2, 77];
+    }
+    let mut frames = vec![
+        a.frame(1000, TCP_ACK),
+        b.frame(1000, TCP_ACK),
+        c.frame(1000, TCP_ACK),
+    ];
+    // 3: a's next frame with a GRE sequence number.
+    let keep = a.gre;
+    a.gre = a.gre.sequence(3);
+    frames.push(a.frame(1000, TCP_ACK));
+    a.gre = keep;
+    // 4: a plain IPv4 fragment between addresses no held flow has.
+    let payload = [7u8; 300];
+    let mut spec = FrameSpec::ipv4_tcp(5000, 6000).payload(&payload);
+    if let IpSpec::V4(v4) = &mut spec.ip {
+        (v4.src, v4.dst, v4.mf) = ([198, 51, 100, 1], [198, 51, 100, 2], true);
+    }
+    let mut plain = vec![0u8; spec.len()];
+    spec.write(&mut plain).unwrap();
+    frames.push(plain);
+    // 5: an outer fragment of a's and b's tunnel.
+    let keep = b.gre;
+    if let IpSpec::V4(v4) = &mut b.gre.ip {
+        v4.mf = true;
+    }
+    frames.push(b.frame(1000, TCP_ACK));
+    b.gre = keep;
+    // 6, 7: b's and c's next frames (`flush_all` takes the least recently touched first).
+    frames.push(b.frame(1000, TCP_ACK));
+    frames.push(c.frame(1000, TCP_ACK));
+    every_setting(&a, &frames, |case, rec, verdicts, _| {
+        let passed = [
+            PassReason::Encap,
+            PassReason::Fragment,
+            PassReason::Fragment,
+        ];
+        assert_eq!(verdicts[3..6], passed.map(Verdict::Passed), "{case}");
+        let ids: Vec<Vec<usize>> = segments(&rec).into_iter().map(|(ids, _)| ids).collect();
+        let want = [
+            vec![0],
+            vec![3],
+            vec![4],
+            vec![1],
+            vec![5],
+            vec![6],
+            vec![2, 7],
+        ];
+        assert_eq!(ids, want, "{case}");
+    });
+}
+
 /// An outer IPv6 fragment whose Fragment header names a Destination Options header (as a
 /// sender puts options meant for the final destination after it): what follows, GRE here, is
 /// unknown to the engine, which must still let the tunnel's held segment go first.
