@@ -929,13 +929,17 @@ fn push_and_short_segments_close_tunnelled_segments() {
 fn plain_and_tunnelled_traffic_share_an_engine() {
     // A plain frame of a flow with the same inner addresses and ports as the tunnelled one:
     // two flows.
-    let plain = |i: u32, ack: u32, len: usize| {
+    // (With `sack` blocks: a frame whose data offset is not its flow's template's.)
+    let plain_sack = |i: u32, ack: u32, len: usize, sack: &[(u32, u32)]| {
         let payload = vec![i as u8; len];
         let mut spec = FrameSpec::ipv4_tcp(40000, 5201)
             .seq(1 + 1000 * i)
             .ack(ack)
             .flags(TCP_ACK)
             .payload(&payload);
+        if !sack.is_empty() {
+            spec = spec.sack(sack);
+        }
         if let IpSpec::V4(v4) = &mut spec.ip {
             v4.src = [10, 0, 0, 1];
             v4.dst = [10, 0, 0, 2];
@@ -945,6 +949,7 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
         spec.write(&mut b).unwrap();
         Input::new(b, RxMeta::ethernet(0))
     };
+    let plain = |i: u32, ack: u32, len: usize| plain_sack(i, ack, len, &[]);
     let tunnelled = |b: Vec<u8>| Input::new(b, RxMeta::ethernet(0));
     let mut t = Flow::new(GreSpec::ipv4().key(1));
     let mut ins = Vec::new();
@@ -974,16 +979,21 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
     assert_eq!(e.stats().tunnel.frames_merged, 3);
 
     // A pure ACK of each passed alone under `Gro`: the tunnel's counter has the tunnelled one.
-    let ins = [tunnelled(t.frame(0, TCP_ACK)), plain(4, 1009, 0)];
+    // The plain flow's second ACK carries SACK blocks: prediction reads it as a variant.
+    let ins = [
+        tunnelled(t.frame(0, TCP_ACK)),
+        plain(4, 1009, 0),
+        plain_sack(4, 1009, 0, &[(9000, 9100)]),
+    ];
     let predicted = e.stats().predicted;
     let (_, verdicts) = run(&mut *e, &ins, &pushes(ins.len()));
-    assert_eq!(verdicts, [Verdict::Passed(PassReason::PureAck); 2]);
-    assert_eq!(e.stats().passed(PassReason::PureAck), 2);
+    assert_eq!(verdicts, [Verdict::Passed(PassReason::PureAck); 3]);
+    assert_eq!(e.stats().passed(PassReason::PureAck), 3);
     let tunnel = e.stats().tunnel.passed[PassReason::PureAck.index()];
     assert_eq!(tunnel, 1, "the tunnelled ACK only");
-    // Both taken by header prediction, which counts the frames in: the tunnel's count has
+    // All taken by header prediction, which counts the frames in: the tunnel's count has
     // the tunnelled one only.
-    assert_eq!(e.stats().predicted, predicted + 2);
+    assert_eq!(e.stats().predicted, predicted + 3);
     assert_eq!(e.stats().tunnel.frames_in, 5);
 
     // Under `Lro`, pure ACKs of both flows absorbed into their held segments: the tunnel's
