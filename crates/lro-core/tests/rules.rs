@@ -885,6 +885,28 @@ fn flush_idle_applies_a_max_hold_set_while_segments_are_held() {
     }
 }
 
+/// `flush_idle` through the [`lro_core::Coalescer`] trait, as a driver generic over engines
+/// calls it, delivers a segment once idle longer than the timeout, and not before.
+#[test]
+fn flush_idle_through_the_coalescer_trait_delivers_idle_segments() {
+    fn idle<C: lro_core::Coalescer<Vec<u8>>>(c: &mut C, now: u64, rec: &mut Rec) {
+        c.flush_idle(now, rec);
+    }
+    let at = |t: u64| RxMeta::ethernet(t).with_checksum(RxChecksum::Verified);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 4>> =
+        Engine::new(Config::lro().with_idle_timeout(100));
+    let mut rec = Rec::default();
+    assert_eq!(
+        engine.push(data(1, 1000, 5, TCP_ACK), &at(0), &mut rec),
+        Verdict::Held
+    );
+    idle(&mut engine, 50, &mut rec);
+    assert_eq!(engine.held_frames(), 1, "idle for 50 of 100");
+    idle(&mut engine, 200, &mut rec);
+    assert_eq!(engine.held_frames(), 0, "idle for 200 of 100");
+    assert_eq!(rec.causes, [Cause::Flushed(FlushReason::Idle)]);
+}
+
 /// `flush_idle` keeps the earliest `max_hold` deadline: a segment started later must not put
 /// off the delivery of one started earlier.
 #[test]
