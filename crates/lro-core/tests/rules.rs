@@ -907,6 +907,23 @@ fn flush_idle_through_the_coalescer_trait_delivers_idle_segments() {
     assert_eq!(rec.causes, [Cause::Flushed(FlushReason::Idle)]);
 }
 
+/// An engine's `Debug` output names its sizes and what it holds (logged by drivers).
+#[test]
+fn debug_output_names_sizes_and_held_frames() {
+    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let mut engine: Engine<Vec<u8>, Sizes<4, 8>> = Engine::new(Config::lro());
+    engine.push(data(1, 1000, 5, TCP_ACK), &meta, &mut Rec::default());
+    let shown = format!("{engine:?}");
+    for part in [
+        "Engine {",
+        "flows: 4",
+        "frames_per_segment: 8",
+        "held_frames: 1",
+    ] {
+        assert!(shown.contains(part), "{part:?} not in {shown}");
+    }
+}
+
 /// `flush_idle` keeps the earliest `max_hold` deadline: a segment started later must not put
 /// off the delivery of one started earlier.
 #[test]
