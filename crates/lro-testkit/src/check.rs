@@ -42,8 +42,7 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
     let mut pushed = vec![false; n];
     let mut emitted_ids = vec![false; n];
     let mut dup_known = vec![false; n];
-    // Frames of this run the verdicts say are held (`Held`, `Merged`), not delivered since.
-    let mut held = vec![false; n];
+    // The frames of this run still held, by their verdicts ([`still_held`]).
     let mut held_count = 0usize;
     let mut pushes = 0u64;
     let mut steps_done = Vec::new();
@@ -55,9 +54,7 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
                 if let Some(truth) = &built.truth {
                     let inp = &truth.frames[id];
                     if let (true, Some(p)) = (inp.dup_ack, inp.dup_prev) {
-                        let held = |i: usize| {
-                            matches!(out[i], Verdict::Held | Verdict::Merged) && !emitted_ids[i]
-                        };
+                        let held = |i: usize| still_held(out[i], emitted_ids[i]);
                         let flow_held = (0..id)
                             .any(|i| truth.frames[i].flow == inp.flow && pushed[i] && held(i));
                         dup_known[id] =
@@ -72,10 +69,7 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
                 pushes += 1;
                 pushed[id] = true;
                 out[id] = v;
-                if matches!(v, Verdict::Held | Verdict::Merged) {
-                    held[id] = true;
-                    held_count += 1;
-                }
+                held_count += usize::from(still_held(v, false));
                 if verdicts {
                     check_verdict(id, v, &rec.out[before..]);
                 }
@@ -93,8 +87,7 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
         for o in &rec.out[before..] {
             if let Out::Seg { ids, .. } = o {
                 for &i in ids {
-                    emitted_ids[i] = true;
-                    if std::mem::take(&mut held[i]) {
+                    if still_held(out[i], std::mem::replace(&mut emitted_ids[i], true)) {
                         held_count -= 1;
                     }
                 }
@@ -123,6 +116,12 @@ pub fn run<C: Coalescer<Tagged>>(engine: &mut C, built: &Built, verdicts: bool) 
         dup_known,
         steps_done,
     }
+}
+
+/// Whether a frame pushed with the verdict `v` is still held: `Held` or `Merged`, and no
+/// segment has delivered it (`emitted`).
+fn still_held(v: Verdict, emitted: bool) -> bool {
+    matches!(v, Verdict::Held | Verdict::Merged) && !emitted
 }
 
 /// Runs `f`, turning a panic (every check of this module panics) into its message, for
