@@ -98,6 +98,15 @@ impl Flow {
         (0..n).map(|_| self.frame(1000, TCP_ACK)).collect()
     }
 
+    /// The next data frame with its GRE layer changed by `change`, for this frame only.
+    fn changed(&mut self, change: impl FnOnce(&mut GreSpec)) -> Vec<u8> {
+        let keep = self.gre;
+        change(&mut self.gre);
+        let frame = self.frame(1000, TCP_ACK);
+        self.gre = keep;
+        frame
+    }
+
     fn meta(&self) -> RxMeta {
         RxMeta::new(self.gre.link.kind(), 0)
     }
@@ -131,6 +140,11 @@ fn go_ops(config: Config, inputs: &[Input], ops: &[Op]) -> (Recorder, Vec<Verdic
     let (rec, v) = run(&mut *e, inputs, ops);
     check(inputs, ops, &config, &rec).unwrap();
     (rec, v, e.stats().clone())
+}
+
+/// The input indices of each segment, in delivery order.
+fn segment_ids(rec: &Recorder) -> Vec<Vec<usize>> {
+    segments(rec).into_iter().map(|(ids, _)| ids).collect()
 }
 
 fn segments(rec: &Recorder) -> Vec<(Vec<usize>, Cause)> {
@@ -223,7 +237,7 @@ fn an_outer_ipoib_reserved_field_keeps_tunnels_apart() {
         for config in [Config::gro(), Config::lro()] {
             let inputs = inputs(&f, &frames, nic);
             let (rec, _, _) = go(config, &inputs);
-            let ids: Vec<Vec<usize>> = segments(&rec).into_iter().map(|(ids, _)| ids).collect();
+            let ids = segment_ids(&rec);
             assert_eq!(
                 ids,
                 [vec![0, 1], vec![2, 3], vec![4, 5]],
@@ -347,10 +361,7 @@ fn a_gre_header_the_tunnel_will_not_merge_ends_the_segment() {
 fn third_changed(outer: GreSpec, change: impl FnOnce(&mut GreSpec)) -> (Flow, Vec<Vec<u8>>) {
     let mut f = Flow::new(outer.checksum().key(5));
     let mut frames = f.data(2);
-    let keep = f.gre;
-    change(&mut f.gre);
-    frames.extend(f.data(1));
-    f.gre = keep;
+    frames.push(f.changed(change));
     frames.extend(f.data(1));
     (f, frames)
 }
@@ -523,15 +534,14 @@ fn outer_header_rules_apply() {
     ] {
         let mut f = Flow::new(GreSpec::ipv4().key(1));
         let mut frames = f.data(2);
-        let keep = f.gre;
-        if let IpSpec::V4(v4) = &mut f.gre.ip {
-            match what {
-                "fragment" => v4.mf = true,
-                _ => v4.options.extend(&[1, 1, 1, 0]),
+        frames.push(f.changed(|g| {
+            if let IpSpec::V4(v4) = &mut g.ip {
+                match what {
+                    "fragment" => v4.mf = true,
+                    _ => v4.options.extend(&[1, 1, 1, 0]),
+                }
             }
-        }
-        frames.extend(f.data(1));
-        f.gre = keep;
+        }));
         frames.extend(f.data(1));
         let (rec, verdicts, stats) = go(Config::lro(), &inputs(&f, &frames, Nic::None));
         assert_eq!(verdicts[2], Verdict::Passed(reason), "{what}");
@@ -569,7 +579,7 @@ fn outer_ipv6_extension_headers_must_match() {
         }
     });
     every_setting(&f, &frames, |case, rec, _, stats| {
-        let ids: Vec<Vec<usize>> = segments(&rec).into_iter().map(|(ids, _)| ids).collect();
+        let ids = segment_ids(&rec);
         assert_eq!(ids, vec![vec![0, 1], vec![2], vec![3]], "{case}");
         assert_eq!(stats.flushes[FlushReason::IpFields.index()], 2, "{case}");
     });
@@ -706,10 +716,7 @@ fn frames_kept_apart_flush_only_what_they_must_not_overtake() {
         c.frame(1000, TCP_ACK),
     ];
     // 3: a's next frame with a GRE sequence number.
-    let keep = a.gre;
-    a.gre = a.gre.sequence(3);
-    frames.push(a.frame(1000, TCP_ACK));
-    a.gre = keep;
+    frames.push(a.changed(|g| *g = g.sequence(3)));
     // 4: a plain IPv4 fragment between addresses no held flow has.
     let payload = [7u8; 300];
     let mut spec = FrameSpec::ipv4_tcp(5000, 6000).payload(&payload);
@@ -720,12 +727,11 @@ fn frames_kept_apart_flush_only_what_they_must_not_overtake() {
     spec.write(&mut plain).unwrap();
     frames.push(plain);
     // 5: an outer fragment of a's and b's tunnel.
-    let keep = b.gre;
-    if let IpSpec::V4(v4) = &mut b.gre.ip {
-        v4.mf = true;
-    }
-    frames.push(b.frame(1000, TCP_ACK));
-    b.gre = keep;
+    frames.push(b.changed(|g| {
+        if let IpSpec::V4(v4) = &mut g.ip {
+            v4.mf = true;
+        }
+    }));
     // 6, 7: b's and c's next frames (`flush_all` takes the least recently touched first).
     frames.push(b.frame(1000, TCP_ACK));
     frames.push(c.frame(1000, TCP_ACK));
@@ -736,7 +742,7 @@ fn frames_kept_apart_flush_only_what_they_must_not_overtake() {
             PassReason::Fragment,
         ];
         assert_eq!(verdicts[3..6], passed.map(Verdict::Passed), "{case}");
-        let ids: Vec<Vec<usize>> = segments(&rec).into_iter().map(|(ids, _)| ids).collect();
+        let ids = segment_ids(&rec);
         let want = [
             vec![0],
             vec![3],
