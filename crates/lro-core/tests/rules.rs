@@ -32,6 +32,11 @@ impl Sink<Vec<u8>> for Rec {
     }
 }
 
+/// Ethernet metadata at `time` with a checksum the NIC verified.
+fn verified_at(time: u64) -> RxMeta {
+    RxMeta::ethernet(time).with_checksum(RxChecksum::Verified)
+}
+
 fn frame(spec: FrameSpec<'_>) -> Vec<u8> {
     lro_testkit::frame::bytes_of(&spec)
 }
@@ -96,10 +101,7 @@ fn run(config: Config, frames: &[(Vec<u8>, RxMeta)]) -> (Rec, Vec<Verdict>) {
 /// (checked in software).
 #[test]
 fn pure_ack_with_fin_or_psh_is_not_absorbed() {
-    for meta in [
-        RxMeta::ethernet(0).with_checksum(RxChecksum::Verified),
-        RxMeta::ethernet(0),
-    ] {
+    for meta in [verified_at(0), RxMeta::ethernet(0)] {
         let with_held = |last: Vec<u8>| {
             run(
                 Config::lro(),
@@ -282,7 +284,7 @@ fn gro_pure_ack_follows_held_data() {
 /// only data frames use), so the flow's next data frame is still predicted.
 #[test]
 fn reverse_pure_ack_leaves_prediction_to_the_data_flow() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let reverse = |id: u16, ack: u32| {
         let mut s = FrameSpec::ipv4_tcp(80, 40000);
         if let IpSpec::V4(ip) = &mut s.ip {
@@ -405,7 +407,7 @@ fn flows_sharing_an_ack_record_keep_their_own_state() {
 /// Pushes `frames` through a `Gro` engine of 4 entries, with or without header prediction:
 /// the verdicts, what the sink saw, and how many frames prediction read.
 fn gro_run(frames: &[Vec<u8>], prediction: bool) -> (Vec<Verdict>, Rec, u64) {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let config = Config::gro().with_header_prediction(prediction);
     let mut engine: Engine<Vec<u8>, Sizes<4, 16>> = Engine::new(config);
     let mut rec = Rec::default();
@@ -474,7 +476,7 @@ fn gro_pure_ack_flows_take_no_held_entry() {
 /// so its next data frame is still found by header prediction.
 #[test]
 fn a_pure_ack_entry_that_held_data_is_not_given_to_other_ack_flows() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let config = Config::gro().with_header_prediction(true);
     // One entry: the flow's pure ACK takes it, fresh.
     let mut engine: Engine<Vec<u8>, Sizes<1, 16>> = Engine::new(config);
@@ -833,7 +835,7 @@ fn sack_acks_are_predicted_as_variants_of_their_flows_template() {
 /// received, with its own, oldest ACK number, the 65536 newer ones released.
 #[test]
 fn a_segment_absorbs_more_than_65535_pure_acks() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(Config::lro());
     let mut rec = Rec::default();
     assert_eq!(
@@ -864,14 +866,13 @@ fn a_segment_absorbs_more_than_65535_pure_acks() {
 /// them: its next deadline was computed under the old limit, never when there was none.)
 #[test]
 fn flush_idle_applies_a_max_hold_set_while_segments_are_held() {
-    let at = |t: u64| RxMeta::ethernet(t).with_checksum(RxChecksum::Verified);
     for before in [None, Some(1000)] {
         let mut config = Config::lro();
         config.max_hold = before;
         let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(config);
         let mut rec = Rec::default();
         assert_eq!(
-            engine.push(data(1, 1000, 5, TCP_ACK), &at(0), &mut rec),
+            engine.push(data(1, 1000, 5, TCP_ACK), &verified_at(0), &mut rec),
             Verdict::Held
         );
         engine.set_config(config.with_max_hold(10));
@@ -892,12 +893,11 @@ fn flush_idle_through_the_coalescer_trait_delivers_idle_segments() {
     fn idle<C: lro_core::Coalescer<Vec<u8>>>(c: &mut C, now: u64, rec: &mut Rec) {
         c.flush_idle(now, rec);
     }
-    let at = |t: u64| RxMeta::ethernet(t).with_checksum(RxChecksum::Verified);
     let mut engine: Engine<Vec<u8>, Sizes<4, 4>> =
         Engine::new(Config::lro().with_idle_timeout(100));
     let mut rec = Rec::default();
     assert_eq!(
-        engine.push(data(1, 1000, 5, TCP_ACK), &at(0), &mut rec),
+        engine.push(data(1, 1000, 5, TCP_ACK), &verified_at(0), &mut rec),
         Verdict::Held
     );
     idle(&mut engine, 50, &mut rec);
@@ -910,7 +910,7 @@ fn flush_idle_through_the_coalescer_trait_delivers_idle_segments() {
 /// An engine's `Debug` output names its sizes and what it holds (logged by drivers).
 #[test]
 fn debug_output_names_sizes_and_held_frames() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let mut engine: Engine<Vec<u8>, Sizes<4, 8>> = Engine::new(Config::lro());
     engine.push(data(1, 1000, 5, TCP_ACK), &meta, &mut Rec::default());
     let shown = format!("{engine:?}");
@@ -928,7 +928,6 @@ fn debug_output_names_sizes_and_held_frames() {
 /// off the delivery of one started earlier.
 #[test]
 fn flush_idle_keeps_the_earliest_max_hold_deadline() {
-    let at = |t: u64| RxMeta::ethernet(t).with_checksum(RxChecksum::Verified);
     let flow = |port: u16| {
         let payload = [0x5a; MSS];
         frame(
@@ -941,8 +940,14 @@ fn flush_idle_keeps_the_earliest_max_hold_deadline() {
     let config = Config::lro().with_max_hold(100);
     let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(config);
     let mut rec = Rec::default();
-    assert_eq!(engine.push(flow(40000), &at(0), &mut rec), Verdict::Held);
-    assert_eq!(engine.push(flow(40001), &at(50), &mut rec), Verdict::Held);
+    assert_eq!(
+        engine.push(flow(40000), &verified_at(0), &mut rec),
+        Verdict::Held
+    );
+    assert_eq!(
+        engine.push(flow(40001), &verified_at(50), &mut rec),
+        Verdict::Held
+    );
     assert_eq!(engine.held_flows(), 2);
     let max_hold = [lro_core::Cause::Flushed(lro_core::FlushReason::MaxHold)];
     engine.flush_idle(120, &mut rec);
@@ -960,7 +965,7 @@ fn flush_idle_keeps_the_earliest_max_hold_deadline() {
 /// the stack).
 #[test]
 fn a_segment_held_across_a_policy_change_keeps_its_newest_ack() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(Config::lro());
     let mut rec = Rec::default();
     assert_eq!(
@@ -986,7 +991,7 @@ fn a_segment_held_across_a_policy_change_keeps_its_newest_ack() {
 /// predicted, depend on the seed: the seed pairs are chosen where they differ.
 #[test]
 fn a_new_hash_seed_rekeys_header_prediction_too() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let frames: Vec<Vec<u8>> = (0..3u32)
         .flat_map(|round| {
             (0..256u16).map(move |flow| {
@@ -1027,7 +1032,7 @@ fn a_new_hash_seed_rekeys_header_prediction_too() {
 /// ACK of unknown history ([`PassReason::UnknownAck`]).
 #[test]
 fn the_ack_memory_keeps_a_record_per_flow() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let flow = |port: u16| FrameSpec::ipv4_tcp(port, 80);
     let mut engine: Engine<Vec<u8>, Sizes<16, 4>> = Engine::new(Config::lro());
     let mut rec = Rec::default();
@@ -1062,7 +1067,7 @@ fn the_ack_memory_keeps_a_record_per_flow() {
 /// duplicate is delivered alone (it was held, then absorbed by the next ACK and released).
 #[test]
 fn a_policy_change_forgets_the_ack_memory() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let ack = |id: u16, n: u32, window: u16| {
         frame(spec(id).seq(1000).ack(n).window(window).flags(TCP_ACK))
     };
@@ -1084,7 +1089,7 @@ fn a_policy_change_forgets_the_ack_memory() {
 /// counters are conserved again once they come out (they never were).
 #[test]
 fn counters_reset_while_frames_are_held_stay_conserved() {
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(Config::lro());
     let mut rec = Rec::default();
     // A segment delivered before the reset: its counts go.
@@ -1121,7 +1126,7 @@ fn as_received_configured_labels_coalesced_segments_full() {
             self.0.push((seg.info().checksum, b));
         }
     }
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let config = Config::gro().with_checksum_out(lro_core::OutChecksum::AsReceived);
     let mut engine: Engine<Vec<u8>, Sizes<4, 4>> = Engine::new(config);
     let mut out = Labels(Vec::new());
@@ -1283,7 +1288,7 @@ fn burst_run(
     let mut stats = Vec::new();
     for (i, burst) in bursts.iter().enumerate() {
         let now = i as u64 * 1_000_000;
-        let meta = RxMeta::ethernet(now).with_checksum(RxChecksum::Verified);
+        let meta = verified_at(now);
         for f in burst {
             verdicts.push(engine.push(f.clone(), &meta, &mut rec));
         }
@@ -1546,7 +1551,7 @@ fn adaptive_bypass_forgets_ack_states() {
 fn adaptive_bypass_follows_set_config() {
     let mut engine: Engine<Vec<u8>, Sizes<16, 16>> = Engine::new(burst_config(true, false));
     let mut rec = Rec::default();
-    let meta = RxMeta::ethernet(0).with_checksum(RxChecksum::Verified);
+    let meta = verified_at(0);
     let mut push = |engine: &mut Engine<Vec<u8>, Sizes<16, 16>>, frames: Vec<Vec<u8>>| {
         let v: Vec<Verdict> = frames
             .into_iter()
