@@ -640,24 +640,29 @@ fn reordered_old_ack_and_its_repeat_are_not_superseded_wrongly() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The engine's parser (`parse_into`, with its fast path) against the general one.
+// The engine's parser (`parse_into` with its fast paths, `parse`, `flow_key`) against itself
+// and the reference reader.
 
-/// Every metadata variant the parser branches on.
-fn parse_metas() -> [RxMeta; 3] {
+/// Every metadata variant the parser branches on: each link kind, and a stripped tag (TCI 0,
+/// a priority tag, must still tell the frame from an untagged one).
+fn parse_metas() -> [RxMeta; 5] {
     [
         RxMeta::ethernet(0),
         RxMeta::ethernet(0).with_vlan_stripped(7),
+        RxMeta::ethernet(0).with_vlan_stripped(0),
         RxMeta::raw_ip(0),
+        RxMeta::new(LinkKind::Ipoib, 0),
     ]
 }
 
-/// `parse_into` says exactly what `parse` says: the same `Parsed` on success, the same
-/// `Unparsed` (reason and flow hint) on failure.
+/// `parse_into` says exactly what `parse` says (the same `Parsed` on success, the same
+/// `Unparsed` on failure), `flow_key` agrees, and all of it agrees with the reference reader
+/// field by field (`lro_testkit::parser`).
 fn assert_parsers_agree(bytes: &[u8]) {
     for meta in parse_metas() {
-        let mut p = parse::Parsed::EMPTY;
-        let got = parse::parse_into::<lro_core::encap::NoEncap>(bytes, &meta, &mut p).map(|()| p);
-        assert_eq!(got, parse::parse(bytes, &meta), "{meta:?} {bytes:02x?}");
+        if let Err(e) = check::catch(|| lro_testkit::parser::agrees(bytes, &meta)) {
+            panic!("{e}\n{meta:?} {bytes:02x?}");
+        }
     }
 }
 
@@ -667,7 +672,7 @@ proptest::proptest! {
     /// Frames of the fast path's shape and near misses: any header byte changed, cut short or
     /// padded, with and without options.
     #[test]
-    fn parse_into_agrees_with_parse(
+    fn the_parsers_agree_with_each_other_and_the_reference(
         options in 0u8..4,
         payload_len in 0usize..64,
         edits in proptest::collection::vec((0usize..80, proptest::num::u8::ANY), 0..4),
@@ -701,7 +706,7 @@ proptest::proptest! {
 }
 
 #[test]
-fn parse_into_agrees_with_parse_on_every_truncation_and_the_committed_frames() {
+fn the_parsers_agree_on_every_truncation_and_the_committed_frames() {
     let full = bytes_of(&spec(40000).timestamps(1, 2).payload(&PAYLOAD[..100]));
     for len in 0..=full.len() {
         assert_parsers_agree(&full[..len]);

@@ -5,6 +5,8 @@
 //! - [`oracle`]: an independent reference reader of frames (plain and through GRE): flow
 //!   identity, offsets, header fields, checksums, written from the protocol rules and not from
 //!   the engine's code.
+//! - [`parser`]: the engine's parser against the reference reader, field by field (the
+//!   `parse` fuzz target's check, also run by lro-core's robustness tests).
 //! - [`capture`]: a tolerant pcap / pcapng reader for the tests that replay captures.
 //! - [`gre_reader`]: a second reader of GRE-tunnelled frames (etherparse and RFC 2784/2890),
 //!   which the checker applies to tunnelled segments on top of the oracle.
@@ -38,6 +40,7 @@ pub mod gre_reader;
 #[cfg(all(feature = "sys", target_os = "linux"))]
 pub mod kernel;
 pub mod oracle;
+pub mod parser;
 pub mod scenario;
 #[cfg(feature = "fuzz")]
 pub mod structured;
