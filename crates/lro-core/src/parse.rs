@@ -159,15 +159,6 @@ impl Parsed {
     pub fn padding(&self, frame_len: usize) -> u32 {
         (frame_len as u32).saturating_sub(self.ip_end)
     }
-
-    /// The first IP header's offset and version: the outer one of a tunnelled frame.
-    #[inline]
-    pub fn first_ip(&self) -> (u32, bool) {
-        match &self.tunnel {
-            Some(t) => (t.outer_l3, t.outer.v6),
-            None => (self.l3, self.ip.v6),
-        }
-    }
 }
 
 /// What is known about a frame the engine cannot use as TCP.
