@@ -705,6 +705,89 @@ proptest::proptest! {
     }
 }
 
+/// An IPv6 extension header of kind `kind % 3` whose body (after the next-header and length
+/// bytes) has the shape `shape % 3`: for a Routing header segments left 0, not 0, or any bytes;
+/// for Destination options a Home Address option, padding, or any bytes; for Hop-by-Hop
+/// padding or any bytes.
+fn extension(kind: u8, shape: u8, bytes: &[u8]) -> testing::Ipv6Ext {
+    use testing::{Ipv6Ext, Ipv6ExtKind};
+    let bytes = &bytes[..bytes.len().min(20)];
+    let mut body = Vec::new();
+    let kind = match kind % 3 {
+        0 => Ipv6ExtKind::HopByHop,
+        1 => Ipv6ExtKind::Routing,
+        _ => Ipv6ExtKind::DestinationOptions,
+    };
+    match (kind, shape % 3) {
+        // Routing type, segments left, then the rest of the header.
+        (Ipv6ExtKind::Routing, 0) => body.extend([bytes.first().copied().unwrap_or(0), 0]),
+        (Ipv6ExtKind::Routing, 1) => body.extend([0, bytes.first().copied().unwrap_or(0) | 1]),
+        // A Home Address option (RFC 6275 section 6.3): type 0xc9, 16 bytes of address.
+        (Ipv6ExtKind::DestinationOptions, 0) => {
+            body.extend([0xc9, 16]);
+            body.extend((0..16).map(|i| bytes.get(i).copied().unwrap_or(i as u8)));
+        }
+        // PadN over the whole body.
+        (_, 1) => body.extend([1, 4, 0, 0, 0, 0]),
+        _ => {}
+    }
+    body.extend(bytes);
+    Ipv6Ext::new(kind, &body[..body.len().min(46)])
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+    /// The headers the fast paths leave to the general parser: IPv6 extension headers
+    /// (Hop-by-Hop, Routing with and without segments left, Destination options with and
+    /// without a Home Address option, up to three, and a Fragment header) and IPv4 options and
+    /// fragments, with bytes changed, cut short or padded.
+    #[test]
+    fn the_parsers_agree_on_extension_headers_options_and_fragments(
+        v6 in proptest::bool::ANY,
+        exts in proptest::collection::vec(
+            (0u8..3, 0u8..3, proptest::collection::vec(proptest::num::u8::ANY, 0..20)),
+            0..4,
+        ),
+        fragment in proptest::option::of((0u16..3, proptest::bool::ANY)),
+        v4_options in proptest::collection::vec(proptest::num::u8::ANY, 0..41),
+        edits in proptest::collection::vec((14usize..200, proptest::num::u8::ANY), 0..3),
+        cut in proptest::option::of(0usize..240),
+        pad in 0usize..8,
+    ) {
+        let mut s = spec(40000).seq(1).ack(2).timestamps(3, 4).payload(&PAYLOAD[..24]);
+        if v6 {
+            let mut ip = testing::Ipv6Spec::default();
+            for (slot, (kind, shape, bytes)) in ip.ext.iter_mut().zip(&exts) {
+                *slot = Some(extension(*kind, *shape, bytes));
+            }
+            ip.fragment = fragment.map(|(offset, more)| testing::Ipv6Fragment {
+                offset,
+                more,
+                ident: 9,
+            });
+            s.ip = IpSpec::V6(ip);
+        } else if let IpSpec::V4(ip) = &mut s.ip {
+            ip.options = testing::Bytes::from_slice(&v4_options[..v4_options.len().min(40)]);
+            if let Some((offset, more)) = fragment {
+                ip.frag_offset = offset;
+                ip.mf = more;
+            }
+        }
+        let mut b = bytes_of(&s);
+        b.extend(std::iter::repeat_n(0u8, pad));
+        for (at, v) in edits {
+            if let Some(x) = b.get_mut(at) {
+                *x = v;
+            }
+        }
+        if let Some(cut) = cut {
+            b.truncate(cut);
+        }
+        assert_parsers_agree(&b);
+    }
+}
+
 #[test]
 fn the_parsers_agree_on_every_truncation_and_the_committed_frames() {
     let full = bytes_of(&spec(40000).timestamps(1, 2).payload(&PAYLOAD[..100]));
