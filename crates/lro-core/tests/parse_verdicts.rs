@@ -107,6 +107,37 @@ fn eight_ipv6_extension_headers_are_walked_and_a_ninth_is_malformed() {
 }
 
 #[test]
+fn an_extension_header_cut_short_by_the_datagrams_end_is_malformed() {
+    // One whole Destination-options header that names a second one, of which only `rest`
+    // bytes are in the datagram (a next-header byte and a length of 0 when there is room).
+    // The frame ends with the datagram, or is padded past it: the walk must judge the second
+    // header by the datagram's end, and read no byte past it.
+    let l3 = 14;
+    let first = l3 + ipv6::HEADER_LEN;
+    let mut head = with_dstopts(1);
+    head.truncate(first + 8);
+    head[first] = 60;
+    for rest in 0..=8 {
+        for pad in [0, 8] {
+            let mut f = head.clone();
+            f.extend((0..rest).map(|i| if i == 0 { 6 } else { 0 }));
+            let plen = (f.len() - first) as u16;
+            f[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+            f.extend(std::iter::repeat_n(0x11, pad));
+            let u = verdict(&f).expect_err("no TCP header");
+            assert_eq!(
+                u.reason,
+                PassReason::Malformed,
+                "{rest} bytes, padding {pad}"
+            );
+            if rest < 8 {
+                assert_eq!(u.hint, FlowHint::None, "{rest} bytes, padding {pad}");
+            }
+        }
+    }
+}
+
+#[test]
 fn an_ipv6_payload_length_of_zero_is_malformed_and_names_no_flow() {
     // Zero announces a jumbogram (RFC 2675), whose length is in a Hop-by-Hop option; Linux's
     // GRO flushes these too.
