@@ -7,11 +7,12 @@
 //!
 //! ```text
 //! 0..2 inner EtherType   2 flags (bit 0: never merge, bit 1: checksum)   3 reserved   4..8 key
-//! 8..10 checksum   10..12 length of what follows the header   (only with the checksum flag)
+//! 8..10 length of what follows the header   10..12 checksum   (only with the checksum flag)
 //! ```
 //!
 //! With the checksum flag the header is 12 bytes. Its checksum, like GRE's, covers the header
-//! and everything after it without a pseudo header; its length, like a UDP header's, changes
+//! and everything after it without a pseudo header, and it is the header's last two bytes (the
+//! furthest the hook's contract lets it lie); its length, like a UDP header's, changes
 //! when segments merge (`fix` writes it from `EncapFix::payload_len`; the engine never reads
 //! it). Frames are built here with `lro_core::testing::FrameSpec` for the inner packet and a
 //! few lines for the outer layers; output is read back with etherparse.
@@ -57,7 +58,7 @@ impl Encap for Toy {
         let id = u64::from(h[2] & !NO_MERGE) << 32 | u64::from(key);
         let mut header = EncapHeader::new(len, inner, id);
         if h[2] & CHECKSUM != 0 {
-            header.checksum = Some(8);
+            header.checksum = Some(10);
         }
         if h[2] & NO_MERGE != 0 {
             header.mergeable = Err(PassReason::Encap);
@@ -75,11 +76,11 @@ impl Encap for Toy {
             return;
         }
         let len = u16::try_from(fix.payload_len).expect("within an IPv4 datagram");
-        header[10..12].copy_from_slice(&len.to_be_bytes());
+        header[8..10].copy_from_slice(&len.to_be_bytes());
         let Some(sum) = fix.payload_sum else { return };
-        header[8..10].fill(0);
+        header[10..12].fill(0);
         let s = add(ones_complement_sum(header), sum);
-        header[8..10].copy_from_slice(&(!s).to_be_bytes());
+        header[10..12].copy_from_slice(&(!s).to_be_bytes());
     }
 }
 
@@ -147,12 +148,12 @@ fn wrap(outer: Outer, et: u16, inner: &[u8]) -> Vec<u8> {
     f.extend_from_slice(inner);
     mend_outer(&mut f);
     if outer.flags & CHECKSUM != 0 {
-        f[44..46].copy_from_slice(&(inner.len() as u16).to_be_bytes());
+        f[42..44].copy_from_slice(&(inner.len() as u16).to_be_bytes());
         let mut c = !ones_complement_sum(&f[34..]);
         if outer.corrupt {
             c ^= 0x0101;
         }
-        f[42..44].copy_from_slice(&c.to_be_bytes());
+        f[44..46].copy_from_slice(&c.to_be_bytes());
     }
     f
 }
@@ -249,7 +250,7 @@ fn checked(b: &[u8]) -> Result<Vec<u8>, String> {
     if hlen == 12 {
         let s = ones_complement_sum(toy);
         ensure(s == 0xffff || s == 0, "toy checksum")?;
-        let len = u16::from_be_bytes([toy[10], toy[11]]);
+        let len = u16::from_be_bytes([toy[8], toy[9]]);
         ensure(usize::from(len) == toy.len() - hlen, "toy length")?;
     }
     let inner = SlicedPacket::from_ip(&toy[hlen..]).map_err(|e| format!("inner: {e:?}"))?;
@@ -284,9 +285,9 @@ fn check_valid_refuses_a_broken_frame() {
     // right for the bytes as they are; the outer length is left alone.
     fn reseal(f: &mut [u8]) {
         if f[36] & CHECKSUM != 0 {
-            f[42..44].fill(0);
+            f[44..46].fill(0);
             let c = !ones_complement_sum(&f[34..]);
-            f[42..44].copy_from_slice(&c.to_be_bytes());
+            f[44..46].copy_from_slice(&c.to_be_bytes());
         }
         seal_ipv4_header(f, 14);
     }
@@ -330,10 +331,10 @@ fn check_valid_refuses_a_broken_frame() {
         cases.push((f, true, "TCP checksum"));
         if flags & CHECKSUM != 0 {
             let mut f = good.clone();
-            f[42] ^= 1;
+            f[44] ^= 1;
             cases.push((f, false, "toy checksum"));
             let mut f = good.clone();
-            length_less(&mut f, 44);
+            length_less(&mut f, 42);
             cases.push((f, true, "toy length"));
         }
         for (mut f, sealed, what) in cases {
