@@ -21,6 +21,7 @@
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use lro_core::encap::{Encap, EncapFix, EncapHeader, Inner, NoEncap, TunnelKey};
 use lro_core::gso;
+use lro_core::parse::{self, FlowHint};
 use lro_core::testing::{ones_complement_sum, seal_ipv4_header, FrameSpec, TCP_ACK, TCP_PSH};
 use lro_core::{
     Cause, Config, Engine, FlushReason, PassReason, RxChecksum, RxMeta, Segment, SegmentInfo, Sink,
@@ -887,4 +888,96 @@ fn bridged_frames_under_either_vlan_tag_merge_and_the_tag_keeps_flows_apart() {
         assert_eq!(inner_link(0), Some(u32::from(tpid) << 16 | 5));
         assert_eq!(inner_link(1), Some(u32::from(tpid) << 16 | 6));
     }
+}
+
+#[test]
+fn a_tunnelled_frame_is_parsed_layer_by_layer() {
+    // Under an in-line VLAN tag: the outer IPv4 header at 18, the toy at 38, the inner IPv4
+    // header at 46 (50 with the checksum flag), TCP 20 bytes further.
+    for flags in [0, CHECKSUM] {
+        let mut f = tunnelled(
+            Outer {
+                flags,
+                ..Outer::default()
+            },
+            &FrameSpec::ipv4_tcp(40000, 5201)
+                .flags(TCP_ACK)
+                .payload(&[7; 30]),
+        );
+        f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+        let p = parse::parse_with::<Toy>(&f, &RxMeta::ethernet(0)).expect("tunnelled TCP");
+        let t = p.tunnel.expect("a tunnel layer");
+        let inner = 38 + if flags & CHECKSUM != 0 { 12 } else { 8 };
+        assert_eq!(
+            (p.link_len, t.outer_l3, t.encap, t.inner, p.l3, p.l4),
+            (18, 18, 38, inner, inner, inner + 20),
+            "flags {flags}"
+        );
+        assert_eq!(p.payload_len, 30);
+        assert_eq!(t.checksum, (flags & CHECKSUM != 0).then_some(10));
+    }
+    // Bridged, with an inner VLAN tag, and short (a pure ACK): the tag is the inner link's.
+    let ack = bridged(
+        Outer::default(),
+        &FrameSpec::ipv4_tcp(40000, 5201)
+            .flags(TCP_ACK)
+            .vlan(0x8100, 9),
+    );
+    let p = parse::parse_with::<Toy>(&ack, &RxMeta::ethernet(0)).expect("a bridged pure ACK");
+    assert_eq!((p.payload_len, p.l3), (0, 42 + 18));
+    assert_eq!(
+        p.tunnel.map(|t| t.key.inner_link as u32),
+        Some(0x8100 << 16 | 9)
+    );
+}
+
+#[test]
+fn an_ipv6_fragment_names_its_tunnel_only_when_it_cuts_one() {
+    let meta = RxMeta::ethernet(0);
+    let mut spec = FrameSpec::ipv6_tcp(40000, 5201).payload(&[3; 40]);
+    if let lro_core::testing::IpSpec::V6(v6) = &mut spec.ip {
+        v6.fragment = Some(lro_core::testing::Ipv6Fragment {
+            offset: 0,
+            more: true,
+            ident: 1,
+        });
+    }
+    let mut f = bytes_of(&spec);
+    // The Fragment header right after the fixed one; its first byte names what it cuts.
+    let next = 14 + 40;
+    assert_eq!(f[next], 6);
+    let hint = |f: &[u8], toy: bool| {
+        let u = if toy {
+            parse::parse_with::<Toy>(f, &meta)
+        } else {
+            parse::parse(f, &meta)
+        }
+        .expect_err("a fragment");
+        assert_eq!(u.reason, PassReason::Fragment);
+        u.hint
+    };
+    // A TCP fragment: its addresses, with or without an encapsulation.
+    assert!(matches!(hint(&f, true), FlowHint::Addresses(_)));
+    assert!(matches!(hint(&f, false), FlowHint::Addresses(_)));
+    // A fragment of a toy datagram: the tunnel, with the toy; without an encapsulation the
+    // protocol means nothing, nor does one whose number is `NoEncap`'s placeholder 0.
+    f[next] = TOY;
+    assert!(matches!(hint(&f, true), FlowHint::Tunnel(_)));
+    assert!(matches!(hint(&f, false), FlowHint::Addresses(_)));
+    f[next] = NoEncap::IP_PROTOCOL;
+    assert!(matches!(hint(&f, false), FlowHint::Addresses(_)));
+    // A datagram that ends where its Fragment header should start (a Destination-options
+    // header names it), with nothing after it: nothing past the datagram is read.
+    let mut spec = FrameSpec::ipv6_tcp(40000, 5201);
+    if let lro_core::testing::IpSpec::V6(v6) = &mut spec.ip {
+        v6.ext[0] = Some(lro_core::testing::Ipv6Ext::new(
+            lro_core::testing::Ipv6ExtKind::DestinationOptions,
+            &[],
+        ));
+    }
+    let mut cut = bytes_of(&spec);
+    cut.truncate(14 + 40 + 8);
+    cut[14 + 40] = 44;
+    cut[14 + 4..14 + 6].copy_from_slice(&8u16.to_be_bytes());
+    assert!(matches!(hint(&cut, true), FlowHint::Addresses(_)));
 }
