@@ -10,7 +10,7 @@
 #![cfg(feature = "test-utils")]
 
 use lro_core::parse::{self, FlowHint, Parsed, Unparsed};
-use lro_core::testing::{FrameSpec, TCP_ACK};
+use lro_core::testing::{FrameSpec, IpSpec, Ipv6Ext, Ipv6ExtKind, TCP_ACK};
 use lro_core::wire::{ethernet, ipv6};
 use lro_core::{PassReason, RxMeta};
 use lro_testkit::frame::bytes_of;
@@ -185,4 +185,44 @@ fn an_ipv4_total_length_shorter_than_its_header_names_no_flow() {
             other => panic!("total length {total}: {other:?}"),
         }
     }
+}
+
+/// An IPv6 data frame with the extension headers `exts` (kind, body after the next-header
+/// and length bytes).
+fn with_extensions(exts: &[(Ipv6ExtKind, &[u8])]) -> Vec<u8> {
+    let payload = [0x3c; 32];
+    let mut spec = FrameSpec::ipv6_tcp(40000, 5201)
+        .seq(1)
+        .flags(TCP_ACK)
+        .payload(&payload);
+    if let IpSpec::V6(v6) = &mut spec.ip {
+        for (slot, (kind, body)) in v6.ext.iter_mut().zip(exts) {
+            *slot = Some(Ipv6Ext::new(*kind, body));
+        }
+    }
+    bytes_of(&spec)
+}
+
+#[test]
+fn a_route_a_home_address_or_a_second_hop_by_hop_header_is_not_merged() {
+    use Ipv6ExtKind::{DestinationOptions as Dst, HopByHop as Hop, Routing};
+    let mut home = vec![0xc9, 16];
+    home.extend([0xfd; 16]);
+    let reason =
+        |exts: &[(Ipv6ExtKind, &[u8])]| verdict(&with_extensions(exts)).err().map(|u| u.reason);
+    // Read through: the checksum covers the header's addresses.
+    assert_eq!(reason(&[(Hop, &[])]), None);
+    assert_eq!(reason(&[(Hop, &[]), (Dst, &[])]), None);
+    assert_eq!(reason(&[(Routing, &[0, 0])]), None, "no segments left");
+    assert_eq!(reason(&[(Dst, &[1, 4, 0, 0, 0, 0])]), None, "PadN");
+    // The pseudo-header holds another address: the route's final destination or the
+    // sender's home address.
+    assert_eq!(reason(&[(Routing, &[0, 1])]), Some(PassReason::Routed));
+    assert_eq!(
+        reason(&[(Hop, &[]), (Dst, &home)]),
+        Some(PassReason::Routed)
+    );
+    // Hop-by-Hop is walked only first (RFC 8200 section 4.1; Linux `ipv6_gro_pull_exthdrs`).
+    assert_eq!(reason(&[(Hop, &[]), (Hop, &[])]), Some(PassReason::NotTcp));
+    assert_eq!(reason(&[(Dst, &[]), (Hop, &[])]), Some(PassReason::NotTcp));
 }
