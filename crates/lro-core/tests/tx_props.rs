@@ -120,6 +120,8 @@ fn build(shape: &Shape, f: Fields, payload: &[u8]) -> Vec<u8> {
 #[derive(Debug, PartialEq, Eq)]
 struct Checked {
     seq: u32,
+    ack: u32,
+    window: u16,
     flags: u8,
     ip_id: Option<u16>,
     payload: Vec<u8>,
@@ -176,6 +178,8 @@ fn check_frame(frame: &[u8], raw: bool) -> Result<Checked, String> {
     }
     Ok(Checked {
         seq: tcp.sequence_number(),
+        ack: tcp.acknowledgment_number(),
+        window: tcp.window_size(),
         flags: seg[13],
         ip_id,
         payload: tcp.payload().to_vec(),
@@ -567,6 +571,8 @@ enum Op {
         zero_copy: bool,
         partial_csum: bool,
         mss: u16,
+        /// New ACK number, window and IPv4 ID for the rebuilt header.
+        refresh: Option<(u32, u16, u16)>,
     },
 }
 
@@ -576,9 +582,20 @@ fn op(max_len: u16) -> impl Strategy<Value = Op> {
             .prop_map(|(len, fin)| Op::Push { len, fin }),
         5 => (0u8..6, any::<u32>()).prop_map(|(kind, x)| Op::Ack { kind, x }),
         3 => any::<u16>().prop_map(|k| Op::Complete { k }),
-        1 => (0u8..4, any::<bool>(), any::<bool>(), 1u16..2000).prop_map(
-            |(n, zero_copy, partial_csum, mss)| Op::Retransmit { n, zero_copy, partial_csum, mss }
-        ),
+        1 => (
+            0u8..4,
+            any::<bool>(),
+            any::<bool>(),
+            1u16..2000,
+            proptest::option::of(any::<(u32, u16, u16)>()),
+        )
+            .prop_map(|(n, zero_copy, partial_csum, mss, refresh)| Op::Retransmit {
+                n,
+                zero_copy,
+                partial_csum,
+                mss,
+                refresh,
+            }),
     ]
 }
 
@@ -820,6 +837,7 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                 zero_copy,
                 partial_csum,
                 mss,
+                refresh,
             } => {
                 let una = m.una;
                 let unacked: Vec<MEntry> = m
@@ -834,6 +852,9 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                 }
                 if partial_csum {
                     opts = opts.with_checksum(TxChecksum::Partial);
+                }
+                if let Some((ack, window, id)) = refresh {
+                    opts = opts.with_ack(ack).with_window(window).with_ip_id(id);
                 }
                 prop_assert_eq!(opts.post == Post::ZeroCopy, zero_copy);
                 let r = q.retransmit(usize::from(n), &mut hdr, opts);
@@ -862,6 +883,11 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                 if !partial_csum {
                     let c = check_frame(&frame, shape.raw).map_err(TestCaseError::fail)?;
                     prop_assert_eq!(c.seq, m.seq(from));
+                    if let Some((ack, window, id)) = refresh {
+                        // The refreshed fields; an IPv6 header has no ID to refresh.
+                        prop_assert_eq!((c.ack, c.window), (ack, window), "step {}", step);
+                        prop_assert_eq!(c.ip_id, (!shape.v6).then_some(id), "step {}", step);
+                    }
                     prop_assert!(c.payload == want);
                     prop_assert_eq!(c.flags & TCP_FIN != 0, e.fin);
                 }
