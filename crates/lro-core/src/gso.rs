@@ -666,4 +666,28 @@ mod tests {
             Err(GsoError::BufferTooSmall { needed: hdr + 400 })
         );
     }
+
+    /// The layout's accessors name the headers of the frame it was taken from, and each error
+    /// says what went wrong.
+    #[test]
+    fn a_layout_names_its_headers_and_an_error_says_why() {
+        let payload = [1u8; 10];
+        for (v6, spec) in [
+            (false, FrameSpec::ipv4_tcp(40000, 5201)),
+            (true, FrameSpec::ipv6_tcp(40000, 5201)),
+        ] {
+            let frame = bytes_of(&spec.vlan(0x8100, 3).timestamps(1, 2).payload(&payload));
+            let (layout, p) = Layout::parse(&frame, &RxMeta::ethernet(0)).unwrap();
+            let ip = if v6 { 40 } else { 20 };
+            assert_eq!(layout.is_v6(), v6);
+            assert_eq!((layout.l3(), layout.l4()), (18, 18 + ip));
+            assert_eq!(layout.header_len(), 18 + ip + 32);
+            assert_eq!(layout.pseudo_header(), p.key.pseudo_header());
+        }
+        let text = |e: GsoError| std::format!("{e}");
+        let reason = std::format!("{}", PassReason::Fragment);
+        assert!(text(GsoError::Parse(PassReason::Fragment)).contains(&reason));
+        assert!(text(GsoError::BufferTooSmall { needed: 1514 }).contains("1514 bytes needed"));
+        assert_eq!(text(GsoError::Invalid), "invalid segmentation parameters");
+    }
 }
