@@ -16,6 +16,7 @@ use lro_core::{
 use lro_gre::testing::{GreSpec, InnerFrame};
 use lro_gre::wire::flags;
 use lro_gre::{GreEngine, TunnelId};
+use lro_testkit::frame::bytes_of;
 
 /// How the NIC reports checksums for a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +79,7 @@ impl Flow {
         if let IpSpec::V4(v4) = &mut spec.ip {
             v4.id = self.inner_id;
         }
-        let mut b = vec![0u8; spec.len()];
-        spec.write(&mut b).unwrap();
+        let b = bytes_of(&spec);
         let gre = self.gre.ip_id(self.outer_id);
         let inner = if gre.teb {
             InnerFrame::Ethernet(&b)
@@ -723,9 +723,7 @@ fn frames_kept_apart_flush_only_what_they_must_not_overtake() {
     if let IpSpec::V4(v4) = &mut spec.ip {
         (v4.src, v4.dst, v4.mf) = ([198, 51, 100, 1], [198, 51, 100, 2], true);
     }
-    let mut plain = vec![0u8; spec.len()];
-    spec.write(&mut plain).unwrap();
-    frames.push(plain);
+    frames.push(bytes_of(&spec));
     // 5: an outer fragment of a's and b's tunnel.
     frames.push(b.changed(|g| {
         if let IpSpec::V4(v4) = &mut g.ip {
@@ -951,9 +949,7 @@ fn plain_and_tunnelled_traffic_share_an_engine() {
             v4.dst = [10, 0, 0, 2];
             v4.id = i as u16;
         }
-        let mut b = vec![0u8; spec.len()];
-        spec.write(&mut b).unwrap();
-        Input::new(b, RxMeta::ethernet(0))
+        Input::new(bytes_of(&spec), RxMeta::ethernet(0))
     };
     let plain = |i: u32, ack: u32, len: usize| plain_sack(i, ack, len, &[]);
     let tunnelled = |b: Vec<u8>| Input::new(b, RxMeta::ethernet(0));
