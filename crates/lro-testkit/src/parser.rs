@@ -51,10 +51,10 @@ pub fn every_link(data: &[u8]) {
 pub fn judge(frame: &[u8], meta: &RxMeta, parsed: &Result<Parsed, Unparsed>) {
     match (parsed, oracle::classify(frame, meta)) {
         (Ok(p), Class::Tcp(t)) => judge_tcp(frame, p, &t),
-        (Err(u), Class::Tcp(t)) => panic!("refused ({:?}) a TCP frame: {t:?}", u.reason),
+        (Ok(p), r) => panic!("accepted a frame the reference reads as {r:?}: {p:?}"),
         (Err(u), r) => {
             let want = match r {
-                Class::Tcp(_) => unreachable!("matched above"),
+                Class::Tcp(t) => panic!("refused ({:?}) a TCP frame: {t:?}", u.reason),
                 Class::Fragment(_) => PassReason::Fragment,
                 Class::Routed => PassReason::Routed,
                 Class::NotTcp => PassReason::NotTcp,
@@ -70,7 +70,6 @@ pub fn judge(frame: &[u8], meta: &RxMeta, parsed: &Result<Parsed, Unparsed>) {
                 FlowHint::None => {}
             }
         }
-        (Ok(p), r) => panic!("accepted a frame the reference reads as {r:?}: {p:?}"),
     }
 }
 
