@@ -118,6 +118,16 @@ impl Default for Outer {
     }
 }
 
+impl Outer {
+    /// The default outer layers with the toy flags `flags`.
+    fn flagged(flags: u8) -> Self {
+        Outer {
+            flags,
+            ..Outer::default()
+        }
+    }
+}
+
 /// Ethernet / IPv4 (protocol 253) / toy header / the inner IP datagram of `inner`.
 fn tunnelled(outer: Outer, inner: &FrameSpec<'_>) -> Vec<u8> {
     let datagram = bytes_of(&inner.raw_ip());
@@ -293,15 +303,7 @@ fn check_valid_refuses_a_broken_frame() {
         seal_ipv4_header(f, 14);
     }
     for flags in [0, CHECKSUM] {
-        let good = run_of(
-            Outer {
-                flags,
-                ..Outer::default()
-            },
-            1,
-            40000,
-        )
-        .remove(0);
+        let good = run_of(Outer::flagged(flags), 1, 40000).remove(0);
         assert_eq!(checked(&good).map(|p| p.len()), Ok(1000), "flags {flags}");
         let inner = 34 + if flags & CHECKSUM != 0 { 12 } else { 8 };
         let length_less = |f: &mut [u8], at: usize| {
@@ -382,14 +384,7 @@ fn all_passed_as_malformed<E: Encap>(frames: &[Vec<u8>]) {
 #[test]
 fn merges_through_the_toy_under_every_checksum_state() {
     for flags in [0, CHECKSUM] {
-        let frames = run_of(
-            Outer {
-                flags,
-                ..Outer::default()
-            },
-            5,
-            40000,
-        );
+        let frames = run_of(Outer::flagged(flags), 5, 40000);
         for csum in 0..3 {
             for config in [Config::gro(), Config::lro()] {
                 let (sink, stats, verdicts) = run(config, &frames, csum);
@@ -559,14 +554,7 @@ fn forbidden_frames_pass_alone_in_order() {
 
 #[test]
 fn a_bad_toy_checksum_is_never_merged() {
-    let good = run_of(
-        Outer {
-            flags: CHECKSUM,
-            ..Outer::default()
-        },
-        4,
-        40000,
-    );
+    let good = run_of(Outer::flagged(CHECKSUM), 4, 40000);
     let bad = run_of(
         Outer {
             flags: CHECKSUM,
@@ -604,14 +592,7 @@ fn a_bad_toy_checksum_is_never_merged() {
 #[test]
 fn resegments_back_to_the_original_frames() {
     for flags in [0, CHECKSUM] {
-        let mut frames = run_of(
-            Outer {
-                flags,
-                ..Outer::default()
-            },
-            6,
-            40000,
-        );
+        let mut frames = run_of(Outer::flagged(flags), 6, 40000);
         // A short last frame with PSH.
         let payload: Vec<u8> = (0..300).map(|k| k as u8).collect();
         let mut spec = FrameSpec::ipv4_tcp(40000, 5201)
@@ -821,14 +802,7 @@ fn a_hook_measuring_an_odd_header_gets_its_frames_passed_as_malformed() {
 fn a_hook_placing_its_checksum_past_its_header_gets_its_frames_passed_as_malformed() {
     // Good toy frames with a checksum (a 12-byte header): the hook says the checksum is at
     // bytes 11 and 12, the second of which is the inner IP header's first.
-    let frames = run_of(
-        Outer {
-            flags: CHECKSUM,
-            ..Outer::default()
-        },
-        3,
-        40000,
-    );
+    let frames = run_of(Outer::flagged(CHECKSUM), 3, 40000);
     assert_eq!(
         run(Config::lro(), &frames, 1).0.out.len(),
         1,
@@ -896,10 +870,7 @@ fn a_tunnelled_frame_is_parsed_layer_by_layer() {
     // header at 46 (50 with the checksum flag), TCP 20 bytes further.
     for flags in [0, CHECKSUM] {
         let mut f = tunnelled(
-            Outer {
-                flags,
-                ..Outer::default()
-            },
+            Outer::flagged(flags),
             &FrameSpec::ipv4_tcp(40000, 5201)
                 .flags(TCP_ACK)
                 .payload(&[7; 30]),
