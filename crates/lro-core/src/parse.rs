@@ -828,13 +828,16 @@ fn tunnel<E: Encap>(
     {
         return Err(unparsed(PassReason::Malformed));
     }
+    // Everything inside the tunnel is read within the outer datagram: padding after it is
+    // not an inner header.
+    let datagram = &frame[..outer.end];
     // An inner Ethernet frame (bridging): its addresses and at most one tag are the tunnel's
     // inner link identity.
     let (l3, inner_link, et) = match header.inner {
         Inner::Ipv4 => (inner_at, 0u128, ethertype::IPV4),
         Inner::Ipv6 => (inner_at, 0, ethertype::IPV6),
         Inner::Ethernet => {
-            let h = frame
+            let h = datagram
                 .get(inner_at..inner_at + ethernet::HEADER_LEN)
                 .ok_or(unparsed(PassReason::Malformed))?;
             let Some(mac) = h.first_chunk::<12>() else {
@@ -844,7 +847,7 @@ fn tunnel<E: Encap>(
             let mut off = inner_at + ethernet::HEADER_LEN;
             let mut link = macs(mac);
             if et == ethertype::VLAN || et == ethertype::QINQ {
-                let t = frame
+                let t = datagram
                     .get(off..off + ethernet::vlan::LEN)
                     .ok_or(unparsed(PassReason::Malformed))?;
                 link |=
@@ -855,7 +858,7 @@ fn tunnel<E: Encap>(
             (off, link, et)
         }
     };
-    let inner = match ip_layer(&frame[..outer.end], l3, et) {
+    let inner = match ip_layer(datagram, l3, et) {
         Ok(ip) => ip,
         Err(u) => return Err(unparsed(u.reason)),
     };
@@ -866,7 +869,9 @@ fn tunnel<E: Encap>(
         outer_macs,
         FlowKey::pack_tags(tags, version, meta.link, inner.label),
     );
-    if inner.fragment {
+    // As `general`: an IPv6 fragment whatever it cuts, an IPv4 one of TCP (another IPv4
+    // protocol's fragment is that protocol's frame).
+    if inner.fragment && (inner.facts.v6 || inner.proto == protocol::TCP) {
         return Err(unparsed(PassReason::Fragment));
     }
     if inner.proto != protocol::TCP {
