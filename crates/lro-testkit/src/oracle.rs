@@ -88,6 +88,8 @@ pub struct Outer {
     pub df: bool,
     /// Outer IPv4 ID.
     pub ip_id: u16,
+    /// Outer IPv4 header with options.
+    pub opts: bool,
 }
 
 impl Outer {
@@ -116,7 +118,15 @@ pub enum Class {
     NotIp,
     /// Too short or inconsistent lengths.
     Malformed,
+    /// A GRE header whose inner frame is never read ([`classify_gre`]): another version, or
+    /// a routing field longer than lro-gre walks ([`GRE_MAX_LEN`]) or of odd length; or a GRE
+    /// datagram inside the tunnel.
+    Encap,
 }
+
+/// The longest GRE header, routing field included, whose inner frame is read (lro-gre's
+/// limit: a longer one passes unread, [`Class::Encap`]).
+pub const GRE_MAX_LEN: usize = 128;
 
 /// The held segments a fragment must not overtake (DESIGN.md invariant 2: its flow's, though
 /// its ports or its inner flow cannot be read).
@@ -298,8 +308,8 @@ pub fn classify(b: &[u8], meta: &RxMeta) -> Class {
     };
     match b.get(l3).map(|v| v >> 4) {
         None => Class::Malformed,
-        Some(4) => ipv4(b, l3, id),
-        Some(6) => ipv6(b, l3, id),
+        Some(4) => ipv4(b, l3, id, false),
+        Some(6) => ipv6(b, l3, id, false),
         Some(_) => Class::NotIp,
     }
 }
@@ -365,7 +375,9 @@ fn link_layer(b: &[u8], meta: &RxMeta, id: &mut Identity) -> Result<usize, Class
     })
 }
 
-fn ipv4(b: &[u8], l3: usize, mut id: Identity) -> Class {
+/// The IPv4 datagram at `l3`; `tunnel`: inside a GRE tunnel, where GRE again is
+/// [`Class::Encap`].
+fn ipv4(b: &[u8], l3: usize, mut id: Identity, tunnel: bool) -> Class {
     if b.len() < l3 + 20 {
         return Class::Malformed;
     }
@@ -374,8 +386,10 @@ fn ipv4(b: &[u8], l3: usize, mut id: Identity) -> Class {
     if ihl < 20 || total < ihl || l3 + total > b.len() {
         return Class::Malformed;
     }
-    if b[l3 + 9] != 6 {
-        return Class::NotTcp;
+    match b[l3 + 9] {
+        6 => {}
+        47 if tunnel => return Class::Encap,
+        _ => return Class::NotTcp,
     }
     let frag = be16(b, l3 + 6);
     id.version = 4;
@@ -394,7 +408,8 @@ fn ipv4(b: &[u8], l3: usize, mut id: Identity) -> Class {
     })
 }
 
-fn ipv6(b: &[u8], l3: usize, mut id: Identity) -> Class {
+/// The IPv6 datagram at `l3`, as [`ipv4`].
+fn ipv6(b: &[u8], l3: usize, mut id: Identity, tunnel: bool) -> Class {
     if b.len() < l3 + 40 {
         return Class::Malformed;
     }
@@ -428,6 +443,7 @@ fn ipv6(b: &[u8], l3: usize, mut id: Identity) -> Class {
                     _ => Barrier::Addresses(id),
                 }));
             }
+            47 if tunnel => return Class::Encap,
             _ => return Class::NotTcp,
         }
         if walked == 8 || at + 2 > ip_end {
@@ -614,16 +630,29 @@ pub fn fix_checksums(b: &mut [u8], t: &Tcp) {
 }
 
 /// Reads a frame as [`classify`] does, and also through GRE (RFC 2784, RFC 2890): an outer
-/// IPv4/IPv6 header carrying protocol 47, a version-0 GRE header without routing (the
-/// checksum word with C, the key with K, the sequence number with S, in that order) carrying
-/// IPv4, IPv6 or an Ethernet frame with at most one tag (0x6558), whose IP datagram ends where
-/// the outer one does. Frames with S or other flag bits are read (their identity carries the
-/// flags: they must never merge); routing, another version or another protocol: not TCP.
+/// IPv4/IPv6 header carrying protocol 47, a version-0 GRE header (the checksum word with C or
+/// R, the key with K, the sequence number with S, then with R the RFC 1701 Source Route
+/// Entries up to the null one, in that order) carrying IPv4, IPv6 or an Ethernet frame with at
+/// most one tag (0x6558), whose IP datagram ends where the outer one does. Frames with S, R or
+/// the other RFC 1701 bits are read (their identity carries the flags: they must never merge);
+/// another version, a routing field longer than [`GRE_MAX_LEN`] allows or of odd length:
+/// [`Class::Encap`]; another protocol: not TCP.
 pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
+    classify_gre_in(b, meta).0
+}
+
+/// A tunnel's outer addresses: source, destination (IPv4 in the first four bytes).
+pub type Ends = ([u8; 16], [u8; 16]);
+
+/// [`classify_gre`], and the tunnel's outer addresses (source, destination) when the frame
+/// was read as far as its GRE header: an outer IP header, not a fragment, carrying GRE. A
+/// frame refused past that point must not overtake its tunnel's held flows (the engine's
+/// `FlowHint::Tunnel` names them).
+pub fn classify_gre_in(b: &[u8], meta: &RxMeta) -> (Class, Option<Ends>) {
     let mut id = Identity::unread(meta);
     let l3 = match link_layer(b, meta, &mut id) {
         Ok(l3) => l3,
-        Err(c) => return c,
+        Err(c) => return (c, None),
     };
     let mut tun = TunnelId {
         outer_version: 0,
@@ -644,48 +673,49 @@ pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
         tos: 0,
         df: false,
         ip_id: 0,
+        opts: false,
     };
-    let mut outer_opts = false;
     // The outer header, as `ipv4`/`ipv6` read it, up to its payload.
     let end = match b.get(l3).map(|v| v >> 4) {
         Some(4) => {
             if b.len() < l3 + 20 {
-                return Class::Malformed;
+                return (Class::Malformed, None);
             }
             let ihl = usize::from(b[l3] & 15) * 4;
             let total = usize::from(be16(b, l3 + 2));
             if ihl < 20 || total < ihl || l3 + total > b.len() {
-                return Class::Malformed;
+                return (Class::Malformed, None);
             }
             if b[l3 + 9] != 47 {
-                return classify(b, meta);
+                return (classify(b, meta), None);
             }
             let frag = be16(b, l3 + 6);
             tun.outer_version = 4;
             tun.outer_src[..4].copy_from_slice(&b[l3 + 12..l3 + 16]);
             tun.outer_dst[..4].copy_from_slice(&b[l3 + 16..l3 + 20]);
             if frag & 0xbfff != 0 {
-                return Class::Fragment(Box::new(Barrier::Tunnel {
+                let barrier = Barrier::Tunnel {
                     src: tun.outer_src,
                     dst: tun.outer_dst,
-                }));
+                };
+                return (Class::Fragment(Box::new(barrier)), None);
             }
             outer.gre = l3 + ihl;
             outer.ttl = b[l3 + 8];
             outer.tos = b[l3 + 1];
             outer.df = frag & 0x4000 != 0;
             outer.ip_id = be16(b, l3 + 4);
-            outer_opts = ihl > 20;
+            outer.opts = ihl > 20;
             l3 + total
         }
         Some(6) => {
             if b.len() < l3 + 40 {
-                return Class::Malformed;
+                return (Class::Malformed, None);
             }
             let plen = usize::from(be16(b, l3 + 4));
             let end = l3 + 40 + plen;
             if plen == 0 || end > b.len() {
-                return Class::Malformed;
+                return (Class::Malformed, None);
             }
             let mut next = b[l3 + 6];
             let mut at = l3 + 40;
@@ -694,17 +724,17 @@ pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
                 match next {
                     0 if walked == 0 => {}
                     43 | 60 => {}
-                    6 | 44 => return classify(b, meta),
-                    _ => return Class::NotTcp,
+                    6 | 44 => return (classify(b, meta), None),
+                    _ => return (Class::NotTcp, None),
                 }
                 if walked == 8 || at + 2 > end {
-                    return Class::Malformed;
+                    return (Class::Malformed, None);
                 }
                 next = b[at];
                 at += 8 * (usize::from(b[at + 1]) + 1);
                 walked += 1;
                 if at > end {
-                    return Class::Malformed;
+                    return (Class::Malformed, None);
                 }
             }
             tun.outer_version = 6;
@@ -717,21 +747,27 @@ pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
             outer.tos = ((be16(b, l3) >> 4) & 0xff) as u8;
             end
         }
-        None => return Class::Malformed,
-        Some(_) => return Class::NotIp,
+        None => return (Class::Malformed, None),
+        Some(_) => return (Class::NotIp, None),
     };
-    // GRE.
+    let ends = Some((tun.outer_src, tun.outer_dst));
+    (gre_layer(b, id, &mut tun, outer, end), ends)
+}
+
+/// The GRE header at `outer.gre` and what it carries, to the outer datagram's `end`.
+fn gre_layer(b: &[u8], id: Identity, tun: &mut TunnelId, mut outer: Outer, end: usize) -> Class {
     let g = outer.gre;
     if g + 4 > end {
         return Class::Malformed;
     }
     let flags = be16(b, g);
-    if flags & 0x4007 != 0 {
-        // Routing or another version.
-        return Class::NotTcp;
+    if flags & 0x0007 != 0 {
+        // Another version (PPTP's is 1): another layout.
+        return Class::Encap;
     }
     let mut len = 4;
-    if flags & 0x8000 != 0 {
+    if flags & 0xc000 != 0 {
+        // The checksum word: with C, and with R (RFC 1701: the routing offset is in it).
         len += 4;
     }
     if flags & 0x2000 != 0 {
@@ -744,8 +780,28 @@ pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
     if flags & 0x1000 != 0 {
         len += 4;
     }
+    if flags & 0x4000 != 0 {
+        // Source Route Entries (RFC 1701): address family, offset, length, that many bytes
+        // of route; family 0 and length 0 end the list.
+        loop {
+            if len + 4 > GRE_MAX_LEN {
+                return Class::Encap;
+            }
+            if g + len + 4 > end {
+                return Class::Malformed;
+            }
+            let (family, sre_len) = (be16(b, g + len), b[g + len + 3]);
+            len += 4 + usize::from(sre_len);
+            if family == 0 && sre_len == 0 {
+                break;
+            }
+        }
+    }
     if g + len > end {
         return Class::Malformed;
+    }
+    if len % 2 != 0 {
+        return Class::Encap;
     }
     tun.flags = flags;
     tun.protocol = be16(b, g + 2);
@@ -784,17 +840,17 @@ pub fn classify_gre(b: &[u8], meta: &RxMeta) -> Class {
         return Class::Malformed;
     }
     let c = if want == 4 {
-        ipv4(inner, inner_l3, id)
+        ipv4(inner, inner_l3, id, true)
     } else {
-        ipv6(inner, inner_l3, id)
+        ipv6(inner, inner_l3, id, true)
     };
     match c {
         Class::Tcp(mut t) => {
             if t.ip_end != end {
                 return Class::Malformed;
             }
-            t.id.tunnel = Some(tun);
-            t.ip_opts |= outer_opts;
+            t.id.tunnel = Some(*tun);
+            t.ip_opts |= outer.opts;
             t.outer = Some(outer);
             Class::Tcp(t)
         }

@@ -1,20 +1,26 @@
-//! The engine's parser against the reference reader ([`oracle::classify`]): every field of a
-//! [`Parsed`] that the reference can read, the verdict and flow hint of every frame it refuses.
+//! The engine's parser against the reference reader ([`oracle::classify`], and through GRE
+//! [`oracle::classify_gre_in`]): every field of a [`Parsed`] that the reference can read, the
+//! verdict and flow hint of every frame it refuses.
 //!
 //! [`agrees`] is what the `parse` fuzz target checks on each input, what its committed corpus
-//! replays (`fuzz/tests/corpus.rs`), and what lro-core's robustness tests check on the tcpdump
-//! captures, the committed frames, every truncation and the property test's near misses.
-//! [`judge`] is its second half on its own, so `tests/checker.rs` can hand it a wrong answer.
+//! replays (`fuzz/tests/corpus.rs`), what lro-core's robustness tests check on the tcpdump
+//! captures, the committed frames, every truncation and the property test's near misses, and
+//! what lro-gre's `tests/parser.rs` checks on tunnelled near misses. [`judge`] and
+//! [`judge_gre`] are its second half on their own, so `tests/parser.rs` can hand them wrong
+//! answers.
 
-use crate::oracle::{self, Class};
+use crate::oracle::{self, Barrier, Class, Ends};
 use lro_core::encap::NoEncap;
-use lro_core::parse::{self, FlowHint, Parsed, Unparsed};
+use lro_core::parse::{self, FlowHint, Parsed, Tunnel, Unparsed};
 use lro_core::wire::tcp::TcpOptions;
 use lro_core::{LinkKind, PassReason, RxMeta};
+use lro_gre::wire::Protocol;
+use lro_gre::{Gre, TunnelId};
 
 /// Every reading of `frame` the engine offers (`parse`, `parse_into` with its fast paths,
-/// `flow_key`) agrees with the others and with the reference reader. Panics with a
-/// description when one does not.
+/// `flow_key`; and through GRE, `parse_with::<Gre>` and `parse_into::<Gre>`) agrees with the
+/// others and with the reference reader ([`judge`], [`judge_gre`]). A frame that is TCP
+/// without a tunnel reads the same either way. Panics with a description when one does not.
 pub fn agrees(frame: &[u8], meta: &RxMeta) {
     let parsed = parse::parse(frame, meta);
     let mut into = Parsed::EMPTY;
@@ -27,6 +33,17 @@ pub fn agrees(frame: &[u8], meta: &RxMeta) {
         "flow_key differs from parse"
     );
     judge(frame, meta, &parsed);
+    let gre = parse::parse_with::<Gre>(frame, meta);
+    let mut into = Parsed::EMPTY;
+    let fast = parse::parse_into::<Gre>(frame, meta, &mut into).map(|()| into);
+    assert_eq!(
+        fast, gre,
+        "parse_into::<Gre> differs from parse_with ({meta:?})"
+    );
+    if parsed.is_ok() || gre.is_ok_and(|p| p.tunnel.is_none()) {
+        assert_eq!(gre, parsed, "untunnelled TCP read otherwise through GRE");
+    }
+    judge_gre(frame, meta, &gre);
 }
 
 /// The fuzz input's reading: the first byte picks a stripped VLAN tag (odd: the tag, from the
@@ -45,32 +62,136 @@ pub fn every_link(data: &[u8]) {
     }
 }
 
-/// `parsed`, an answer of the engine's parser for `frame`, against the reference reader:
-/// acceptance, offsets, header fields, options and flow key of a TCP segment; the reason and
-/// flow hint of a refusal. Panics with a description on a difference.
+/// `parsed`, an answer of the engine's parser for `frame` (without an encapsulation), against
+/// the reference reader ([`oracle::classify`]): acceptance, offsets, header fields, options
+/// and flow key of a TCP segment; the reason and flow hint of a refusal. Panics with a
+/// description on a difference.
 pub fn judge(frame: &[u8], meta: &RxMeta, parsed: &Result<Parsed, Unparsed>) {
-    match (parsed, oracle::classify(frame, meta)) {
+    judge_class(frame, parsed, oracle::classify(frame, meta), None, false);
+}
+
+/// As [`judge`], for an answer of `parse_with::<Gre>` against [`oracle::classify_gre_in`]:
+/// also every field of the tunnel layer (outer offsets and facts, the GRE identity, checksum
+/// place and mergeability, the bridged link header), and a refusal past the GRE header must
+/// name its tunnel.
+pub fn judge_gre(frame: &[u8], meta: &RxMeta, parsed: &Result<Parsed, Unparsed>) {
+    let (class, ends) = oracle::classify_gre_in(frame, meta);
+    judge_class(frame, parsed, class, ends, true);
+}
+
+fn judge_class(
+    frame: &[u8],
+    parsed: &Result<Parsed, Unparsed>,
+    class: Class,
+    ends: Option<Ends>,
+    gre: bool,
+) {
+    match (parsed, class) {
         (Ok(p), Class::Tcp(t)) => judge_tcp(frame, p, &t),
         (Ok(p), r) => panic!("accepted a frame the reference reads as {r:?}: {p:?}"),
         (Err(u), r) => {
-            let want = match r {
+            let want = match &r {
                 Class::Tcp(t) => panic!("refused ({:?}) a TCP frame: {t:?}", u.reason),
                 Class::Fragment(_) => PassReason::Fragment,
                 Class::Routed => PassReason::Routed,
                 Class::NotTcp => PassReason::NotTcp,
                 Class::NotIp => PassReason::NotIp,
                 Class::Malformed => PassReason::Malformed,
+                Class::Encap => PassReason::Encap,
             };
             assert_eq!(u.reason, want, "the reference reads {r:?}");
-            match u.hint {
-                FlowHint::Tunnel(k) => panic!("a tunnel hint without an encapsulation: {k:?}"),
-                FlowHint::Addresses(k) => {
-                    assert_eq!((k.src_port(), k.dst_port()), (0, 0), "ports in a hint")
-                }
-                FlowHint::None => {}
-            }
+            judge_hint(&u.hint, &r, ends, gre);
         }
     }
+}
+
+/// The flow hint of a refusal the reference reads as `class`: the tunnel's addresses past
+/// its GRE header (`ends`) and for a fragment of a tunnel; a fragment's own addresses; for
+/// anything else no tunnel, and never ports.
+fn judge_hint(hint: &FlowHint, class: &Class, ends: Option<Ends>, gre: bool) {
+    let addresses = |k: &lro_core::FlowKey, (src, dst): Ends, what: &str| {
+        assert_eq!(
+            (k.src_bytes(), k.dst_bytes(), k.src_port(), k.dst_port()),
+            (src, dst, 0, 0),
+            "{what} hint: addresses, no ports"
+        );
+    };
+    // What the hint must name, if the reference knows: a tunnel, or a fragment's addresses.
+    enum Want {
+        Tunnel(Ends),
+        Addresses(Ends),
+    }
+    let want = ends.map(Want::Tunnel).or(match class {
+        Class::Fragment(b) => Some(match **b {
+            Barrier::Tunnel { src, dst } if gre => Want::Tunnel((src, dst)),
+            Barrier::Tunnel { src, dst } => Want::Addresses((src, dst)),
+            Barrier::Addresses(id) | Barrier::Either(id) | Barrier::Connection(id) => {
+                Want::Addresses((id.src, id.dst))
+            }
+        }),
+        _ => None,
+    });
+    match (want, hint) {
+        (Some(Want::Tunnel(e)), FlowHint::Tunnel(k)) => addresses(k, e, "tunnel"),
+        (Some(Want::Addresses(e)), FlowHint::Addresses(k)) => addresses(k, e, "address"),
+        (Some(Want::Tunnel(e)), h) => panic!("hint {h:?}, want the tunnel {e:02x?}"),
+        (Some(Want::Addresses(e)), h) => panic!("hint {h:?}, want the addresses {e:02x?}"),
+        (None, FlowHint::Tunnel(k)) => panic!("a tunnel hint for {class:?}: {k:?}"),
+        (None, FlowHint::Addresses(k)) => {
+            assert_eq!((k.src_port(), k.dst_port()), (0, 0), "ports in a hint")
+        }
+        (None, FlowHint::None) => {}
+    }
+}
+
+/// The tunnel layer of a frame both readers read through GRE.
+fn judge_tunnel(p: &Parsed, tn: &Tunnel, t: &oracle::Tcp, o: &oracle::Outer) {
+    let id = t.id.tunnel.expect("the reference's tunnel identity");
+    let n = |v: usize| u32::try_from(v).expect("an offset within a frame");
+    assert_eq!(
+        (p.link_len, tn.outer_l3, tn.encap, tn.inner),
+        (n(o.l3), n(o.l3), n(o.gre), n(o.gre + o.gre_len)),
+        "tunnel offsets (link_len, outer_l3, encap, inner)"
+    );
+    let f = &tn.outer;
+    assert_eq!(
+        (f.ttl, f.tos, f.df, f.id, f.options, f.v6),
+        (o.ttl, o.tos, o.df, o.ip_id, o.opts, o.v6),
+        "outer IP (ttl, tos, df, id, options, v6)"
+    );
+    assert_eq!(p.ip.options || o.opts, t.ip_opts, "IP options");
+    let k = &tn.key;
+    assert_eq!(
+        (k.outer_src, k.outer_dst, k.outer_tags),
+        (
+            u128::from_be_bytes(id.outer_src),
+            u128::from_be_bytes(id.outer_dst),
+            u32::from(id.outer_version) << 28 | id.outer_label
+        ),
+        "tunnel key: outer addresses, version and flow label"
+    );
+    let gre = TunnelId {
+        flags_version: id.flags,
+        protocol: Protocol(id.protocol),
+        key: id.key,
+    };
+    assert_eq!(TunnelId::of(k), gre, "tunnel key: GRE flags, protocol, key");
+    assert_eq!(
+        k.inner_link,
+        u128::from_be_bytes(id.inner_link),
+        "tunnel key: inner link"
+    );
+    assert_eq!(
+        tn.checksum.map(|c| o.gre + usize::from(c)),
+        o.checksum_at(t),
+        "GRE checksum place"
+    );
+    let mergeable = if id.mergeable() {
+        Ok(())
+    } else {
+        Err(PassReason::Encap)
+    };
+    assert_eq!(tn.mergeable, mergeable, "tunnel mergeable");
 }
 
 /// A TCP segment both readers accept: every field the reference reads.
@@ -112,9 +233,14 @@ fn judge_tcp(frame: &[u8], p: &Parsed, t: &oracle::Tcp) {
         (t.ttl, t.tos, t.df, t.ip_id),
         "IP (ttl, tos, df, id)"
     );
-    assert_eq!(p.ip.options, t.ip_opts, "IP options");
-    assert_eq!(p.tunnel, None, "a tunnel without an encapsulation");
-    assert_eq!(p.link_len, p.l3, "link_len");
+    match (&p.tunnel, &t.outer) {
+        (None, None) => {
+            assert_eq!(p.ip.options, t.ip_opts, "IP options");
+            assert_eq!(p.link_len, p.l3, "link_len");
+        }
+        (Some(tn), Some(o)) => judge_tunnel(p, tn, t, o),
+        (tn, o) => panic!("tunnel {tn:?}, the reference reads {o:?}"),
+    }
     assert_eq!(p.is_v6(), t.v6, "IP version");
     assert_eq!(p.ip.v6, t.v6, "IP version");
     let (k, id) = (&p.key, &t.id);

@@ -1,9 +1,11 @@
 //! `lro_testkit::parser` can fail: the engine's parser passes it, and a wrong answer, one field
 //! or verdict at a time, is refused with a message that names what differs.
 
-use lro_core::parse::{self, FlowHint, Parsed, Unparsed};
+use lro_core::parse::{self, FlowHint, Parsed, Tunnel, Unparsed};
 use lro_core::testing::{FrameSpec, TCP_ACK, TCP_PSH};
 use lro_core::{PassReason, RxMeta};
+use lro_gre::testing::{GreSpec, InnerFrame};
+use lro_gre::Gre;
 use lro_testkit::check::catch;
 use lro_testkit::frame::bytes_of;
 use lro_testkit::parser;
@@ -148,5 +150,117 @@ fn a_wrong_verdict_is_refused() {
             refusal(PassReason::Malformed, FlowHint::Tunnel(good.key)),
         ),
         "a tunnel hint",
+    );
+}
+
+/// A TCP frame in a GRE tunnel with a checksum and a key, bridged with a tag inside.
+fn tunnelled() -> (Vec<u8>, RxMeta) {
+    let gre = GreSpec::ipv6().checksum().key(5).teb();
+    let inner = bytes_of(
+        &FrameSpec::ipv4_tcp(40000, 5201)
+            .seq(3)
+            .ack(4)
+            .vlan(0x8100, 12)
+            .payload(&[0x5a; 30]),
+    );
+    let frame = InnerFrame::Ethernet(&inner);
+    let mut out = vec![0; gre.wrapped_len(frame).expect("wraps")];
+    gre.write(frame, &mut out).expect("wraps");
+    (out, RxMeta::ethernet(0))
+}
+
+fn judged_gre(frame: &[u8], meta: &RxMeta, answer: Result<Parsed, Unparsed>) -> Result<(), String> {
+    catch(|| parser::judge_gre(frame, meta, &answer))
+}
+
+#[test]
+fn a_wrong_tunnel_field_is_refused() {
+    let (f, meta) = tunnelled();
+    parser::agrees(&f, &meta);
+    let good = parse::parse_with::<Gre>(&f, &meta).expect("tunnelled TCP");
+    assert_eq!(judged_gre(&f, &meta, Ok(good)), Ok(()));
+    // Read without GRE, the frame is not TCP.
+    assert_refused(judged(&f, &meta, Ok(good)), "accepted a frame");
+    let lie = |edit: fn(&mut Parsed), want: &str| {
+        let mut p = good;
+        edit(&mut p);
+        assert_refused(judged_gre(&f, &meta, Ok(p)), want);
+    };
+    fn tunnel(p: &mut Parsed) -> &mut Tunnel {
+        p.tunnel.as_mut().expect("a tunnel")
+    }
+    lie(|p| p.tunnel = None, "tunnel None");
+    lie(|p| p.link_len += 4, "tunnel offsets");
+    lie(|p| tunnel(p).encap -= 2, "tunnel offsets");
+    lie(|p| tunnel(p).inner += 4, "tunnel offsets");
+    lie(|p| tunnel(p).outer.ttl ^= 1, "outer IP");
+    lie(|p| tunnel(p).outer.v6 = false, "outer IP");
+    lie(|p| tunnel(p).outer.options = true, "outer IP");
+    lie(|p| p.ip.options = true, "IP options");
+    lie(|p| tunnel(p).key.outer_dst ^= 1, "outer addresses");
+    lie(|p| tunnel(p).key.outer_tags ^= 1, "outer addresses");
+    lie(|p| tunnel(p).key.encap_id ^= 1, "GRE flags, protocol, key");
+    lie(
+        |p| tunnel(p).key.encap_id ^= 1 << 48,
+        "GRE flags, protocol, key",
+    );
+    lie(|p| tunnel(p).key.inner_link ^= 1, "inner link");
+    lie(|p| tunnel(p).checksum = None, "GRE checksum place");
+    lie(
+        |p| tunnel(p).mergeable = Err(PassReason::Encap),
+        "tunnel mergeable",
+    );
+    // The inner layers are judged as without a tunnel.
+    lie(|p| p.seq += 1, "(seq, ack, window, flags)");
+    lie(|p| p.key = p.key.with_flow_label(1), "key: flow label");
+}
+
+#[test]
+fn a_wrong_tunnel_verdict_or_hint_is_refused() {
+    let (f, meta) = tunnelled();
+    let good = parse::parse_with::<Gre>(&f, &meta).expect("tunnelled TCP");
+    let refusal = |reason, hint| Err(Unparsed { reason, hint });
+    // Cut inside the inner TCP header: refused, naming the tunnel.
+    let cut = {
+        let mut b = f[..good.l4 as usize + 10].to_vec();
+        let plen = u16::try_from(b.len() - 14 - 40).expect("short");
+        b[18..20].copy_from_slice(&plen.to_be_bytes());
+        b
+    };
+    let u = parse::parse_with::<Gre>(&cut, &meta).expect_err("cut");
+    assert_eq!(u.reason, PassReason::Malformed);
+    assert_eq!(judged_gre(&cut, &meta, Err(u)), Ok(()));
+    let FlowHint::Tunnel(outer) = u.hint else {
+        panic!("{u:?}")
+    };
+    assert_refused(
+        judged_gre(&cut, &meta, refusal(PassReason::Malformed, FlowHint::None)),
+        "want the tunnel",
+    );
+    assert_refused(
+        judged_gre(
+            &cut,
+            &meta,
+            refusal(PassReason::Malformed, FlowHint::Addresses(outer)),
+        ),
+        "want the tunnel",
+    );
+    // The inner addresses in a tunnel hint.
+    assert_refused(
+        judged_gre(
+            &cut,
+            &meta,
+            refusal(PassReason::Malformed, FlowHint::Tunnel(good.key)),
+        ),
+        "tunnel hint: addresses",
+    );
+    // Another GRE version: the frame is never read past its GRE header.
+    let mut v1 = f.clone();
+    v1[14 + 40 + 1] |= 1;
+    let u = parse::parse_with::<Gre>(&v1, &meta).expect_err("version 1");
+    assert_eq!(judged_gre(&v1, &meta, Err(u)), Ok(()));
+    assert_refused(
+        judged_gre(&v1, &meta, refusal(PassReason::NotTcp, u.hint)),
+        "the reference reads Encap",
     );
 }
