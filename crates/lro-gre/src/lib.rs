@@ -467,6 +467,16 @@ mod tests {
         let k = [0x20, 0x00, 0x08, 0x00, 0, 0, 0, 9];
         assert!(Gre::may_merge(&k, &k));
         assert!(!Gre::may_merge(&k, &a));
+        // Both bytes of Reserved1 are compared, each with its own: equal ones merge.
+        let mut r = a;
+        r[6..8].copy_from_slice(&[1, 2]);
+        assert!(Gre::may_merge(&r, &r));
+        // C alone: the same.
+        let c_only = [0x80, 0x00, 0x08, 0x00, 0x11, 0x11, 0, 0];
+        let mut d = c_only;
+        d[6] = 1;
+        assert!(Gre::may_merge(&c_only, &c_only));
+        assert!(!Gre::may_merge(&c_only, &d));
     }
 
     #[test]

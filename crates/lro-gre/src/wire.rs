@@ -479,6 +479,39 @@ mod tests {
     }
 
     #[test]
+    fn each_flag_and_the_version_are_read_from_their_own_bits() {
+        // A buffer long enough for every optional field, so an accessor's answer depends on
+        // its flag alone.
+        let mut b = [0xee_u8; 32];
+        for (flag, name) in [
+            (flags::C, "C"),
+            (flags::R, "R"),
+            (flags::K, "K"),
+            (flags::S, "S"),
+            (0, "none"),
+        ] {
+            b[..2].copy_from_slice(&flag.to_be_bytes());
+            let h = Header::new_unchecked(&b[..]);
+            assert_eq!(
+                [
+                    h.checksum_present(),
+                    h.routing_present(),
+                    h.key_present(),
+                    h.sequence_present(),
+                ],
+                [flags::C, flags::R, flags::K, flags::S].map(|f| f == flag),
+                "{name}"
+            );
+            assert_eq!(h.key().is_some(), flag == flags::K, "{name}");
+            assert_eq!(h.sequence().is_some(), flag == flags::S, "{name}");
+        }
+        for v in 0..8u16 {
+            b[..2].copy_from_slice(&(flags::S | v).to_be_bytes());
+            assert_eq!(Header::new_unchecked(&b[..]).version(), v as u8);
+        }
+    }
+
+    #[test]
     fn field_places_follow_rfc_2890_order() {
         // K alone: the key right after the fixed part.
         assert_eq!(field::key(flags::K), 4..8);
@@ -548,8 +581,14 @@ mod tests {
         assert_eq!(h.payload().len(), 2);
         assert_eq!(h.checksum(), None, "R without C: the checksum is not valid");
         assert_eq!(h.reserved1(), Some(0));
-        // Without the null SRE.
-        assert!(Header::new_checked(&b[..18]).is_err());
+        // Without the null SRE: it needs the 4 bytes after the first entry.
+        assert_eq!(
+            Header::new_checked(&b[..18]),
+            Err(Error::Truncated {
+                needed: 20,
+                available: 18
+            })
+        );
         // An endless list of entries: refused, not walked forever.
         let mut long = [0u8; 4 + 4 + MAX_LEN];
         long[0] = 0x40;

@@ -109,6 +109,32 @@ fn every_shape_is_tunnelled_tcp() {
     }
 }
 
+/// Every flags-and-version word, over the same inner frame: read as the reference reads it
+/// (RFC 2890's C, K and S merge or not by their bits, R's routing field walked, any other
+/// version passed unread).
+#[test]
+fn every_flags_word_is_read_as_the_reference_reads_it() {
+    let mut read = 0;
+    for f in 0..=u16::MAX {
+        let mut g = GreSpec::ipv4();
+        g.flags_version = f;
+        let frame = tunnelled(&g, false, false, 4);
+        let m = meta(&g, None);
+        assert_agrees(&frame, &m);
+        let p = parse::parse_with::<Gre>(&frame, &m);
+        match (f & flags::VERSION, p) {
+            (0, Ok(p)) => {
+                read += 1;
+                let merges = f & !flags::MERGEABLE == 0;
+                assert_eq!(p.tunnel.map(|t| t.mergeable.is_ok()), Some(merges));
+            }
+            (0, Err(u)) => panic!("{f:#06x}: {u:?}"),
+            (_, p) => assert_eq!(p.map_err(|u| u.reason), Err(PassReason::Encap), "{f:#06x}"),
+        }
+    }
+    assert_eq!(read, 1 << 13);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2048))]
 
