@@ -304,6 +304,56 @@ fn flows_crafted_to_collide_in_the_key_hash_stay_apart() {
     assert!(spread.len() > 40, "{} buckets", spread.len());
 }
 
+/// Two frames `make(i)`, `make(j)` (`i != j`) whose flow keys have the same 32-bit hash under
+/// the default seed: a birthday search, about 2^16 tries.
+fn full_collision(make: &dyn Fn(u32) -> FrameSpec<'static>) -> (u32, u32) {
+    let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
+    let mut seen = std::collections::HashMap::new();
+    for i in 0..1 << 20 {
+        if let Some(j) = seen.insert(hasher.hash(&build_key(&make(i))), i) {
+            return (j, i);
+        }
+    }
+    panic!("no two of 2^20 keys share a hash")
+}
+
+/// Flows whose keys have the same full 32-bit hash (what an attacker who knows the seed can
+/// find by trying about 2^16 addresses) are told apart by comparing the whole key: flows that
+/// differ in the source address only (two clients behind one router that picked the same
+/// port), and flows whose source and destination addresses differ by the same bits (a
+/// comparison that let the two differences cancel would take them for one).
+#[test]
+fn flows_whose_hashes_collide_fully_stay_apart() {
+    let v4 = |src: u32, dst: u32| {
+        let mut s = spec(40000);
+        if let IpSpec::V4(ip) = &mut s.ip {
+            (ip.src, ip.dst) = (src.to_be_bytes(), dst.to_be_bytes());
+        }
+        s
+    };
+    let (a, b) = (
+        u32::from_be_bytes([198, 18, 0, 1]),
+        u32::from_be_bytes([198, 18, 0, 2]),
+    );
+    let source: &dyn Fn(u32) -> FrameSpec<'static> = &|i| v4(a ^ i << 8, b);
+    let both: &dyn Fn(u32) -> FrameSpec<'static> = &|i| v4(a ^ i << 8, b ^ i << 8);
+    for (what, make) in [("source address", source), ("both addresses", both)] {
+        let (i, j) = full_collision(make);
+        let (one, other) = (make(i), make(j));
+        let hasher = FlowHasher::new(Config::DEFAULT_HASH_SEED);
+        let (k1, k2) = (build_key(&one), build_key(&other));
+        // Told apart by their addresses (not by `FlowKey`'s `==`, which the engine uses).
+        assert_ne!(k1.src_bytes(), k2.src_bytes(), "{what}");
+        assert_eq!(hasher.hash(&k1), hasher.hash(&k2), "{what}");
+        let inputs = interleaved(2, 16, &|k| if k == 0 { one } else { other }, None);
+        run_all(&inputs, &pushes(inputs.len()));
+        let config = Config::lro();
+        let mut e: Box<Engine<Tagged, Sizes<64, 64>>> = Box::new(Engine::new(config));
+        run(&mut *e, &inputs, &pushes(inputs.len()), &config, 64);
+        assert_eq!(e.stats().segments, 2, "{what}: one segment per flow");
+    }
+}
+
 /// A new hash seed re-buckets the held flows: every one is still found and its next frame
 /// merges, even when all of them share one bucket chain under the new seed.
 #[test]

@@ -495,6 +495,85 @@ mod tests {
         }
     }
 
+    /// `core::hash::Hash` of a key, with the standard library's hasher.
+    fn std_hash(k: &FlowKey) -> u64 {
+        extern crate std;
+        use core::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        k.hash(&mut h);
+        h.finish()
+    }
+
+    #[test]
+    fn keys_are_equal_only_when_every_word_is() {
+        let base = key(1);
+        assert_eq!(base, key(1));
+        assert_eq!(std_hash(&base), std_hash(&key(1)));
+        let flip = |k: &mut FlowKey, word: usize, bits: u128| match word {
+            0 => k.src ^= bits,
+            1 => k.dst ^= bits,
+            2 => k.l2_ports ^= bits,
+            _ => k.tags ^= bits,
+        };
+        for bits in [1u128, 1 << 127, 0x8100_0007 << 96] {
+            for a in 0..4 {
+                for b in 0..4 {
+                    // One word changed, or two changed by the same bits: the differences
+                    // must not cancel.
+                    let mut k = base;
+                    flip(&mut k, a, bits);
+                    if b != a {
+                        flip(&mut k, b, bits);
+                    }
+                    assert_ne!(k, base, "words {a} and {b}, bits {bits:#x}");
+                    assert_ne!(std_hash(&k), std_hash(&base), "words {a} and {b}");
+                }
+            }
+        }
+        // The other direction of a flow with one port on both sides.
+        let (a, b) = ([198, 18, 0, 1].into(), [198, 18, 0, 2].into());
+        assert_ne!(FlowKey::tcp(a, b, 80, 80), FlowKey::tcp(b, a, 80, 80));
+    }
+
+    #[test]
+    fn with_vlan_sets_one_slot() {
+        let k = key(1);
+        assert_eq!(k.vlans(), [None; 3]);
+        for slot in 0..3 {
+            let mut want = [None; 3];
+            want[slot] = Some(0x8100_0007);
+            let tagged = k.with_vlan(slot, 7);
+            assert_eq!(tagged.vlans(), want, "slot {slot}");
+            // The rest of the key is kept; a second call replaces the tag.
+            assert_eq!(
+                (tagged.src_port(), tagged.version(), tagged.src_addr()),
+                (1, 4, k.src_addr())
+            );
+            want[slot] = Some(0x8100_0123);
+            assert_eq!(tagged.with_vlan(slot, 0x123).vlans(), want, "slot {slot}");
+        }
+        // Beyond the last slot: the last.
+        assert_eq!(k.with_vlan(5, 7), k.with_vlan(2, 7));
+        // Slots stack.
+        assert_eq!(
+            k.with_vlan(0, 1).with_vlan(1, 2).with_vlan(2, 3).vlans(),
+            [Some(0x8100_0001), Some(0x8100_0002), Some(0x8100_0003)]
+        );
+    }
+
+    #[test]
+    fn with_flow_label_sets_its_20_bits() {
+        let k = key(1).with_vlan(2, 9);
+        let l = k.with_flow_label(0xf_edcb);
+        assert_eq!(l.flow_label(), 0xf_edcb);
+        // The rest of the key is kept (the version and the in-line tag next to the label).
+        assert_eq!((l.version(), l.vlans(), l.src_port()), (4, k.vlans(), 1));
+        // A second call replaces it; only 20 bits are taken.
+        assert_eq!(l.with_flow_label(0x1_2345).flow_label(), 0x1_2345);
+        assert_eq!(k.with_flow_label(0xfff0_0001), k.with_flow_label(1));
+        assert_eq!(l.with_flow_label(0), k);
+    }
+
     #[test]
     fn same_addresses_compares_all_but_the_ports() {
         let k = key(1);
