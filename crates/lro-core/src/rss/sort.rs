@@ -352,11 +352,13 @@ mod tests {
     #[test]
     fn group_keys_splits_groups_that_differ_in_one_bit() {
         // One bucket holds every key, so every bit of type and hash must tell two groups
-        // apart: hashes one bit apart, and equal hashes of two types.
+        // apart: hashes one bit apart, equal hashes of two types, and a zero hash of the
+        // opaque type (no group bit set) first.
         let h = 0x5555_5555u32;
         let pairs = (0..32)
             .map(|bit| ((h, RssType::TcpIpv4), (h ^ (1 << bit), RssType::TcpIpv4)))
-            .chain(KINDS.windows(2).map(|w| ((h, w[0]), (h, w[1]))));
+            .chain(KINDS.windows(2).map(|w| ((h, w[0]), (h, w[1]))))
+            .chain([((0, RssType::Opaque), (h, RssType::Opaque))]);
         for (a, b) in pairs {
             let input: Vec<u64> = (0..40u32)
                 .map(|i| {

@@ -686,6 +686,17 @@ mod tests {
         assert_eq!((inner.stats().frames_in, inner.held_frames()), (2, 0));
     }
 
+    #[test]
+    fn debug_shows_the_queue_and_the_inner_engine() {
+        let inner: Engine<Vec<u8>, Sizes<4, 8>> = Engine::new(Config::lro());
+        let mut engine: RssSorted<_, Vec<u8>, 8> = RssSorted::new(inner);
+        engine.push(data_frame(1, 0, false), &meta(None), &mut Trace::default());
+        let text = std::format!("{engine:?}");
+        for part in ["RssSorted", "inner: Engine", "queued: 1", "capacity: 8"] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
+    }
+
     /// A fragment's ports are unknown: its software hash is over the addresses alone, as a
     /// NIC hashes it (`NDIS_HASH_IPV4`).
     #[test]

@@ -349,6 +349,20 @@ mod tests {
     }
 
     #[test]
+    fn debug_shows_the_keys_first_word() {
+        // The hash of a first byte 0x80 is the key's first 32 bits.
+        let text = std::format!("{:?}", Toeplitz::microsoft());
+        let want = std::format!(
+            "first_word: {}",
+            u32::from_be_bytes([0x6d, 0x5a, 0x56, 0xda])
+        );
+        assert!(
+            text.starts_with("Toeplitz") && text.contains(&want),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn flow_hash_uses_addresses_and_ports() {
         let t = Toeplitz::microsoft();
         let hash = |value, kind| RssHash { value, kind };
