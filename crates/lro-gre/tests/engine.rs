@@ -16,7 +16,7 @@ use lro_core::{
 use lro_gre::testing::{GreSpec, InnerFrame};
 use lro_gre::wire::flags;
 use lro_gre::{GreEngine, TunnelId};
-use lro_testkit::frame::bytes_of;
+use lro_testkit::frame::{bytes_of, wrapped};
 
 /// How the NIC reports checksums for a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,8 +86,7 @@ impl Flow {
         } else {
             InnerFrame::Ip(&b[14..])
         };
-        let mut out = vec![0u8; gre.wrapped_len(inner).unwrap()];
-        gre.write(inner, &mut out).unwrap();
+        let out = wrapped(&gre, inner);
         self.seq = self.seq.wrapping_add(len as u32);
         self.outer_id = self.outer_id.wrapping_add(1);
         self.inner_id = self.inner_id.wrapping_add(1);

@@ -11,7 +11,7 @@ use lro_gre::testing::{GreSpec, InnerFrame};
 use lro_gre::wire::flags;
 use lro_gre::Gre;
 use lro_testkit::check::catch;
-use lro_testkit::frame::bytes_of;
+use lro_testkit::frame::{bytes_of, wrapped};
 use proptest::prelude::*;
 
 const PAYLOAD: [u8; 64] = [0x3c; 64];
@@ -56,11 +56,7 @@ fn tunnelled(gre: &GreSpec, v6: bool, inner_tag: bool, payload: usize) -> Vec<u8
     if gre.teb && inner_tag {
         inner = inner.vlan(0x8100, 12);
     }
-    let b = bytes_of(&inner);
-    let frame = InnerFrame::Ethernet(&b);
-    let mut out = vec![0; gre.wrapped_len(frame).expect("wraps")];
-    gre.write(frame, &mut out).expect("wraps");
-    out
+    wrapped(gre, InnerFrame::Ethernet(&bytes_of(&inner)))
 }
 
 /// The metadata of `gre`'s link, with a stripped tag or not.

@@ -30,6 +30,7 @@ use lro_core::{Config, OutChecksum, Policy, RxChecksum, RxMeta, Sizes};
 use lro_gre::testing::{GreSpec, InnerFrame};
 use lro_gre::GreEngine;
 use lro_testkit::check::without_prediction;
+use lro_testkit::frame::wrapped;
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 
@@ -342,8 +343,7 @@ fn build(knobs: &Knobs, seeds: &[TunSeed], steps: &[Step]) -> (Vec<Input>, Vec<O
         } else {
             InnerFrame::Ip(&inner[spec.link_len()..])
         };
-        let mut bytes = vec![0u8; gre.wrapped_len(frame).expect("IP")];
-        gre.write(frame, &mut bytes).expect("sized");
+        let bytes = wrapped(&gre, frame);
         if kind != 15 {
             st.seq = st.seq.wrapping_add(len as u32);
         }

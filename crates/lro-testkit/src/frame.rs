@@ -3,12 +3,26 @@
 
 use lro_core::testing::FrameSpec;
 use lro_core::{Segment, SegmentInfo, Sink};
+use lro_gre::testing::{GreSpec, InnerFrame};
 
 /// The bytes of the frame `spec` describes (`FrameSpec::write` fills a caller's buffer; a test
 /// wants the frame owned).
 pub fn bytes_of(spec: &FrameSpec<'_>) -> Vec<u8> {
     let mut b = vec![0u8; spec.len()];
     spec.write(&mut b).expect("a buffer of the spec's length");
+    b
+}
+
+/// The bytes of `inner` wrapped in the GRE tunnel `gre` (`GreSpec::write` fills a caller's
+/// buffer). Panics when `inner` cannot be wrapped (see `GreSpec::write`'s errors).
+pub fn wrapped(gre: &GreSpec, inner: InnerFrame<'_>) -> Vec<u8> {
+    let mut b = vec![
+        0u8;
+        gre.wrapped_len(inner)
+            .expect("an inner frame GRE can carry")
+    ];
+    gre.write(inner, &mut b)
+        .expect("a buffer of the wrapped length");
     b
 }
 

@@ -7,7 +7,7 @@ use lro_core::{PassReason, RxMeta};
 use lro_gre::testing::{GreSpec, InnerFrame};
 use lro_gre::Gre;
 use lro_testkit::check::catch;
-use lro_testkit::frame::bytes_of;
+use lro_testkit::frame::{bytes_of, wrapped};
 use lro_testkit::parser;
 
 fn frame(v6: bool) -> Vec<u8> {
@@ -163,10 +163,10 @@ fn tunnelled() -> (Vec<u8>, RxMeta) {
             .vlan(0x8100, 12)
             .payload(&[0x5a; 30]),
     );
-    let frame = InnerFrame::Ethernet(&inner);
-    let mut out = vec![0; gre.wrapped_len(frame).expect("wraps")];
-    gre.write(frame, &mut out).expect("wraps");
-    (out, RxMeta::ethernet(0))
+    (
+        wrapped(&gre, InnerFrame::Ethernet(&inner)),
+        RxMeta::ethernet(0),
+    )
 }
 
 fn judged_gre(frame: &[u8], meta: &RxMeta, answer: Result<Parsed, Unparsed>) -> Result<(), String> {
