@@ -674,6 +674,35 @@ mod tests {
     }
 
     #[test]
+    fn merged_verdicts_are_the_ones_that_joined_a_segment() {
+        let merged = [
+            Verdict::Merged,
+            Verdict::MergedAndFlushed(FlushReason::PushFin),
+            Verdict::Absorbed,
+        ];
+        let alone = [
+            Verdict::Held,
+            Verdict::Passed(PassReason::NotTcp),
+            Verdict::Queued,
+        ];
+        assert!(merged.iter().all(|v| v.is_merged()));
+        assert!(alone.iter().all(|v| !v.is_merged()));
+    }
+
+    #[test]
+    fn conservation_counts_absorbed_frames_as_returned() {
+        let mut s = Stats::new();
+        assert!(s.is_conserved());
+        (s.frames_in, s.frames_out, s.absorbed) = (10, 7, 3);
+        assert!(s.is_conserved());
+        // A frame missing, or one too many.
+        for (out, absorbed) in [(6, 3), (7, 2), (8, 3), (10, 3)] {
+            (s.frames_out, s.absorbed) = (out, absorbed);
+            assert!(!s.is_conserved(), "{out} out, {absorbed} absorbed");
+        }
+    }
+
+    #[test]
     fn add_sums_every_counter() {
         let (a, b) = (numbered(), numbered());
         let mut sum = a.clone();

@@ -92,14 +92,22 @@ mod tests {
             v.extend(addr);
             v
         };
-        // After PadN (the RFC's alignment), after Pad1s, first.
+        // After PadN (the RFC's alignment), after Pad1s, first. An odd number of Pad1s: a
+        // Pad1 read as a type with a length byte would swallow the Home Address type. PadNs of
+        // lengths 0, 2 and 3: the walk skips 2 + length bytes (not 2 * length), the length
+        // read from the byte after the type.
+        assert!(has_home_address(&hao(&[1, 0])));
         assert!(has_home_address(&hao(&[1, 2, 0, 0])));
+        assert!(has_home_address(&hao(&[1, 3, 0, 0, 0])));
         assert!(has_home_address(&hao(&[0, 0, 0, 0])));
+        assert!(has_home_address(&hao(&[0, 0, 0])));
         assert!(has_home_address(&hao(&[])));
         // Padding only; another option whose data holds the type byte; a PadN whose length
         // runs past the options (nothing more to read).
         assert!(!has_home_address(&[1, 4, 0, 0, 0, 0]));
         assert!(!has_home_address(&[0x1e, 2, HAO, 16, 1, 0]));
+        assert!(!has_home_address(&[1, 1, HAO]));
+        assert!(!has_home_address(&[1, 2, 0, HAO]));
         assert!(!has_home_address(&[1, 200, HAO, 16]));
         // A last option without its length byte.
         assert!(!has_home_address(&[0, 0, 0, 0, 0, 7]));
