@@ -984,6 +984,9 @@ mod tests {
         q.ack(4000, |_| panic!("still unACKed")).unwrap();
         let r = q.retransmit(0, &mut hdr, RetransmitOptions::new()).unwrap();
         assert_eq!((r.seq(), r.payload().len(), r.fin()), (4000, 0, true));
+        // No payload, but a frame: headers.
+        assert!(!r.is_empty());
+        assert_eq!(r.len(), 54);
         assert_eq!(
             q.retransmit(1, &mut hdr, RetransmitOptions::new()).err(),
             Some(TxError::NothingToRetransmit)
@@ -1039,6 +1042,120 @@ mod tests {
             ),
             Err(TxError::UnknownToken)
         );
+    }
+
+    /// A token for a transmission already completed is refused and changes nothing. Tokens
+    /// cannot be copied, but where queues are told apart by their starting sequence number
+    /// (no atomics), another queue's token can name one; here it is forged.
+    #[test]
+    fn a_completed_transmission_is_not_completed_again() {
+        let mut q = Q::new(0, LinkKind::Ethernet);
+        let t = q.push(seg(0, 0, 100, TCP_ACK)).unwrap();
+        assert_eq!(q.complete(t, |_| ()), Ok(Completion::AwaitingAck));
+        let forged = TxToken {
+            id: 0,
+            queue: q.tag,
+        };
+        assert_eq!(
+            q.complete(forged, |_| panic!("not ACKed")),
+            Err(TxError::UnknownToken)
+        );
+        assert_eq!(q.stats().completions, 1);
+        assert_eq!(q.entries().next().map(|e| e.in_flight), Some(0));
+        // Still released by its ACK, as a buffer the NIC is done with.
+        let mut out = Vec::new();
+        assert_eq!(
+            q.ack(100, |b| out.push(b)),
+            Ok(AckOutcome::Advanced { released: 1 })
+        );
+        assert_eq!(out.len(), 1);
+    }
+
+    /// SYN and RST segments are not data super-segments, even with a payload.
+    #[test]
+    fn syn_and_rst_segments_are_refused() {
+        use crate::testing::{TCP_RST, TCP_SYN};
+        let mut q: TxQueue<Buf, 2> = TxQueue::new(0, LinkKind::Ethernet);
+        for flags in [TCP_SYN, TCP_SYN | TCP_ACK, TCP_RST, TCP_RST | TCP_ACK] {
+            let e = q.push(seg(1, 0, 10, flags)).unwrap_err();
+            assert_eq!(e.error, TxError::Unsupported, "flags {flags:#x}");
+        }
+        assert!(q.is_empty());
+    }
+
+    /// A push that would put 2^31 bytes (a FIN counting one) in flight is refused; one short
+    /// of that is taken. Reaching it by pushing needs 2 GiB of frames, so the test starts
+    /// the queue with SND.UNA set back.
+    #[test]
+    fn a_push_that_would_put_2_pow_31_bytes_in_flight_is_refused() {
+        const LIMIT: u32 = i32::MAX as u32;
+        for (room, len, fin, taken) in [
+            (10, 10, false, true),
+            (10, 11, false, false),
+            (10, 9, true, true),
+            (10, 10, true, false),
+            (1, 0, true, true),
+            (0, 0, true, false),
+            (0, 1, false, false),
+        ] {
+            let mut q = Q::new(5000, LinkKind::Ethernet);
+            q.snd_una = 5000u32.wrapping_sub(LIMIT - room);
+            assert_eq!(q.in_flight(), LIMIT - room);
+            let flags = TCP_ACK | if fin { TCP_FIN } else { 0 };
+            let r = q.push(seg(0, 5000, len, flags)).map(|t| t.entry());
+            let case = (room, len, fin);
+            if taken {
+                assert_eq!(r.map_err(|e| e.error), Ok(0), "{case:?}");
+                assert_eq!(q.in_flight(), LIMIT - room + len as u32 + u32::from(fin));
+            } else {
+                assert_eq!(
+                    r.map_err(|e| e.error),
+                    Err(TxError::WindowTooLarge),
+                    "{case:?}"
+                );
+                assert!(q.is_empty(), "{case:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn errors_display_what_went_wrong() {
+        use core::fmt::Write;
+        let errors = [
+            (
+                TxError::Parse(PassReason::NotTcp),
+                "not a TCP segment (not_tcp)",
+            ),
+            (TxError::Unsupported, "not a data super-segment"),
+            (
+                TxError::NotContiguous {
+                    expected: 7,
+                    got: 9,
+                },
+                "segment starts at 9, SND.NXT is 7",
+            ),
+            (TxError::Full, "transmit queue full"),
+            (TxError::WindowTooLarge, "2^31 or more bytes"),
+            (
+                TxError::AckBeyondSndNxt {
+                    ack: 12,
+                    snd_nxt: 11,
+                },
+                "ACK 12 acknowledges data never sent (SND.NXT 11)",
+            ),
+            (TxError::NothingToRetransmit, "no unACKed super-segment"),
+            (
+                TxError::HeaderBufferTooSmall { needed: 54 },
+                "header buffer too small: 54 bytes needed",
+            ),
+            (TxError::UnknownToken, "unknown transmit token"),
+            (TxError::OtherQueue, "transmit token of another queue"),
+        ];
+        for (e, text) in errors {
+            let mut s = std::string::String::new();
+            write!(s, "{e}").unwrap();
+            assert!(s.starts_with(text), "{e:?} displays as {s:?}");
+        }
     }
 
     /// A token completed at the wrong queue must not release that queue's buffer while the

@@ -19,7 +19,7 @@ use lro_core::testing::{
     TPID_8021Q,
 };
 use lro_core::tx::{
-    AckOutcome, Completion, Post, RetransmitOptions, TxChecksum, TxError, TxQueue, TxToken,
+    AckOutcome, Completion, Post, RetransmitOptions, TxChecksum, TxError, TxQueue, TxStats, TxToken,
 };
 use lro_core::wire::{ipv4, ipv6};
 use lro_core::{Config, Engine, LinkKind, RxMeta, Segment, SegmentInfo, Sink, Sizes};
@@ -629,6 +629,8 @@ struct Model {
     released: HashSet<u32>,
     aborted: bool,
     fin_sent: bool,
+    /// The counters the queue should show.
+    stats: TxStats,
 }
 
 impl Model {
@@ -642,6 +644,7 @@ impl Model {
 
     /// Checks buffers handed back by the queue.
     fn on_release(&mut self, bufs: Vec<TBuf>) -> Result<(), TestCaseError> {
+        self.stats.released += bufs.len() as u64;
         for b in bufs {
             prop_assert!(
                 self.released.insert(b.tag),
@@ -686,6 +689,7 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
         released: HashSet::new(),
         aborted: false,
         fin_sent: false,
+        stats: TxStats::default(),
     };
     let mut tokens: Vec<(TxToken, u32)> = Vec::new();
     let mut hdr = [0u8; 160];
@@ -714,6 +718,9 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                     Ok(t) => {
                         prop_assert!(len > 0 || fin, "step {step}: empty push accepted");
                         prop_assert!(!full, "step {step}: push into a full queue");
+                        // Tokens number the pushes from 0.
+                        prop_assert_eq!(t.entry(), u64::from(tag), "step {}", step);
+                        m.stats.pushed += 1;
                         let header_len = frame.len() - payload.len();
                         m.entries.push(MEntry {
                             tag,
@@ -777,9 +784,12 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                 let r = q.ack(ack, |b| rel.push(b));
                 if d == 0 {
                     prop_assert_eq!(r, Ok(AckOutcome::Duplicate), "step {}", step);
+                    m.stats.duplicate_acks += 1;
                 } else if d < 0 {
                     prop_assert_eq!(r, Ok(AckOutcome::Old), "step {}", step);
+                    m.stats.old_acks += 1;
                 } else if d as u64 > flight {
+                    m.stats.rejected_acks += 1;
                     prop_assert_eq!(
                         r,
                         Err(TxError::AckBeyondSndNxt {
@@ -790,7 +800,19 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                         step
                     );
                 } else {
+                    let old_una = m.una;
                     m.una += d as u64;
+                    m.stats.acks += 1;
+                    // Ends inside a super-segment: an offset recorded.
+                    if m.entries.iter().any(|e| e.start < m.una && m.una < e.end()) {
+                        m.stats.partial_acks += 1;
+                    }
+                    // Completed by this ACK while the NIC still reads them.
+                    m.stats.acked_before_completion += m
+                        .entries
+                        .iter()
+                        .filter(|e| old_una < e.end() && e.end() <= m.una && m.nic[&e.tag] > 0)
+                        .count() as u64;
                     // Released now: fully ACKed, never released, no transmission pending.
                     let want: Vec<u32> = m
                         .held()
@@ -829,6 +851,7 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                 let mut rel = Vec::new();
                 let r = q.complete(t, |b| rel.push(b));
                 prop_assert_eq!(r, Ok(want), "step {}", step);
+                m.stats.completions += 1;
                 prop_assert_eq!(rel.len(), usize::from(want == Completion::Released));
                 m.on_release(rel)?;
             }
@@ -863,6 +886,7 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                     continue;
                 };
                 let mut r = r.map_err(|e| TestCaseError::fail(format!("step {step}: {e}")))?;
+                m.stats.retransmits += 1;
                 // Exactly the unACKed bytes, from the model's stream.
                 let from = una.max(e.start);
                 let data_end = e.start + e.payload_len;
@@ -919,6 +943,9 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
         let held = m.held();
         let infos: Vec<_> = q.entries().collect();
         prop_assert_eq!(infos.len(), held.len(), "step {}", step);
+        prop_assert_eq!(q.len(), held.len(), "step {}", step);
+        prop_assert_eq!(q.is_empty(), held.is_empty(), "step {}", step);
+        prop_assert_eq!(q.stats(), &m.stats, "step {}", step);
         for (i, e) in infos.iter().zip(&held) {
             prop_assert_eq!(i.id, u64::from(e.tag));
             prop_assert_eq!(i.seq, m.seq(e.start));
@@ -937,9 +964,11 @@ fn run_tx(shape: Shape, iss: u32, ops: &[Op]) -> Result<(), TestCaseError> {
         *m.nic.get_mut(&tag).unwrap() -= 1;
         let mut rel = Vec::new();
         q.complete(t, |b| rel.push(b)).unwrap();
+        m.stats.completions += 1;
         m.on_release(rel)?;
     }
     prop_assert!(q.is_empty());
+    prop_assert_eq!(q.stats(), &m.stats);
     prop_assert_eq!(
         m.released.len(),
         m.entries.len(),
