@@ -1102,3 +1102,99 @@ fn software_ok(bytes: &[u8], e: &FlowState, end: usize) -> Option<u16> {
     }
     Some(payload_sum)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A layout with the aligned timestamps, as `Template::fill` describes a head's: IP at
+    /// `l3`, TCP at `l4`, a 32-byte TCP header; `tunnel` when outer layers are present.
+    fn ts_layout(l3: usize, l4: usize, v6: bool, tunnel: bool) -> Shape {
+        Shape {
+            l3,
+            l4,
+            payload: l4 + 32,
+            v6,
+            ts: true,
+            // Up to the end of the timestamp option's kinds.
+            cmp: l4 + 24,
+            tunnel,
+        }
+    }
+
+    /// The outer layers of IPv4 over untagged Ethernet and an `encap_len`-byte header
+    /// without a checksum.
+    fn outer_v4(encap_len: u16) -> OuterLayers {
+        OuterLayers {
+            l3: 14,
+            v6: false,
+            encap: 34,
+            inner: 34 + encap_len,
+            checksum: None,
+        }
+    }
+
+    /// Each common layout, written out by its offsets, gets the kind whose copy of the path
+    /// reads it (a wrong pairing would send it to the any-layout path: slower, not wrong),
+    /// and nothing else does.
+    #[test]
+    fn common_layouts_get_their_copy() {
+        let cases = [
+            (ts_layout(14, 34, false, false), None, Kind::EthernetV4),
+            (ts_layout(18, 38, false, false), None, Kind::VlanV4),
+            (ts_layout(14, 54, true, false), None, Kind::EthernetV6),
+            (
+                ts_layout(42, 62, false, true),
+                Some(outer_v4(8)),
+                Kind::TunnelV4,
+            ),
+            (
+                ts_layout(38, 58, false, true),
+                Some(outer_v4(4)),
+                Kind::ShortTunnelV4,
+            ),
+        ];
+        for (shape, outer, kind) in cases {
+            assert_eq!(Kind::of(shape, outer), kind, "{shape:?}");
+            assert_eq!(kind.shape(), Some(shape));
+            // Its shared mask is the one the template would compute for itself.
+            let t = Template::EMPTY;
+            assert_eq!(kind.mask(&t), &layout_mask(shape, outer), "{kind:?}");
+        }
+        let other = [
+            // Two tags, IPv6 behind a tag, no timestamps, a tunnel layout without its outer
+            // layers or with another header length, outer layers on a plain layout.
+            (ts_layout(22, 42, false, false), None),
+            (ts_layout(18, 58, true, false), None),
+            (
+                Shape {
+                    payload: 54,
+                    ts: false,
+                    cmp: 34 + 14,
+                    ..ts_layout(14, 34, false, false)
+                },
+                None,
+            ),
+            (ts_layout(42, 62, false, true), None),
+            (ts_layout(42, 62, false, true), Some(outer_v4(4))),
+            (ts_layout(14, 34, false, false), Some(outer_v4(8))),
+        ];
+        for (shape, outer) in other {
+            assert_eq!(Kind::of(shape, outer), Kind::Other, "{shape:?} {outer:?}");
+        }
+        assert_eq!(Kind::Other.shape(), None);
+    }
+
+    #[test]
+    fn a_template_shows_its_bytes() {
+        let mut t = Template::EMPTY;
+        t.bytes[..3].copy_from_slice(&[0xab, 0xcd, 0xef]);
+        t.len = 3;
+        extern crate std;
+        let s = std::format!("{t:?}");
+        assert!(
+            s.starts_with("Template { len: 3, bytes: [171, 205, 239]"),
+            "{s}"
+        );
+    }
+}
