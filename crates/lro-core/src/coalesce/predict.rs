@@ -1185,6 +1185,55 @@ mod tests {
         assert_eq!(Kind::Other.shape(), None);
     }
 
+    /// The mask of each common layout, written out: every header byte kept but the IP
+    /// lengths, IPv4 identification and header checksum (outer and inner), TCP's sequence
+    /// and ACK numbers, window, checksum, urgent pointer and timestamp values, and FIN and PSH
+    /// in the flags; nothing past the header. One byte too many freed would let a frame of
+    /// another flow (an address byte) or with other IP flags (DF) match the template.
+    #[test]
+    fn masks_free_exactly_the_varying_bytes() {
+        fn want(payload: usize, ips: &[(usize, bool)], l4: usize) -> [u8; LEN] {
+            let mut m = [0u8; LEN];
+            m[..payload].fill(0xff);
+            for &(l3, v6) in ips {
+                if v6 {
+                    m[l3 + 4..l3 + 6].fill(0);
+                } else {
+                    m[l3 + 2..l3 + 6].fill(0);
+                    m[l3 + 10..l3 + 12].fill(0);
+                }
+            }
+            m[l4 + 4..l4 + 12].fill(0);
+            m[l4 + 14..l4 + 20].fill(0);
+            m[l4 + 24..l4 + 32].fill(0);
+            m[l4 + 13] = 0xf6;
+            m
+        }
+        let cases = [
+            (Kind::EthernetV4, want(66, &[(14, false)], 34)),
+            (Kind::VlanV4, want(70, &[(18, false)], 38)),
+            (Kind::EthernetV6, want(86, &[(14, true)], 54)),
+            (Kind::TunnelV4, want(94, &[(14, false), (42, false)], 62)),
+            (
+                Kind::ShortTunnelV4,
+                want(90, &[(14, false), (38, false)], 58),
+            ),
+        ];
+        for (kind, want) in cases {
+            let shape = kind.shape().unwrap();
+            assert_eq!(layout_mask(shape, kind.outer()), want, "{kind:?}");
+        }
+        // An encapsulation checksum is free too.
+        let outer = OuterLayers {
+            checksum: Some(4),
+            ..outer_v4(8)
+        };
+        let shape = Kind::TunnelV4.shape().unwrap();
+        let mut with_sum = want(94, &[(14, false), (42, false)], 62);
+        with_sum[38..40].fill(0);
+        assert_eq!(layout_mask(shape, Some(outer)), with_sum);
+    }
+
     #[test]
     fn a_template_shows_its_bytes() {
         let mut t = Template::EMPTY;
