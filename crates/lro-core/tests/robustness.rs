@@ -408,6 +408,51 @@ fn flows_one_address_byte_apart_stay_apart() {
     }
 }
 
+/// The longest headers a prediction template holds (160 bytes: raw IPv6 with 88 bytes of
+/// Hop-by-Hop and Destination Options headers, and the timestamps) are predicted; longer
+/// ones (behind Ethernet with 96 bytes of them: 182 bytes) are merged by the general path
+/// alone.
+#[test]
+fn headers_longer_than_a_template_are_merged_unpredicted() {
+    use testing::{Ipv6Ext, Ipv6ExtKind};
+    // An extension header of `len` bytes: one PadN option after its next-header and length
+    // bytes.
+    let ext = |kind, len: usize| {
+        let mut body = vec![1, (len - 4) as u8];
+        body.resize(len - 2, 0);
+        Ipv6Ext::new(kind, &body)
+    };
+    for (raw, dst_len, header, predicted) in [(true, 40, 160, true), (false, 48, 182, false)] {
+        let inputs: Vec<Pushed> = (0..8u32)
+            .map(|i| {
+                let mut s = FrameSpec::ipv6_tcp(40000, 5201)
+                    .timestamps(7, 9)
+                    .seq(1 + 1000 * i)
+                    .payload(&PAYLOAD[..1000]);
+                if let IpSpec::V6(v6) = &mut s.ip {
+                    v6.ext[0] = Some(ext(Ipv6ExtKind::HopByHop, 48));
+                    v6.ext[1] = Some(ext(Ipv6ExtKind::DestinationOptions, dst_len));
+                }
+                let meta = if raw {
+                    s = s.raw_ip();
+                    RxMeta::raw_ip(u64::from(i))
+                } else {
+                    RxMeta::ethernet(u64::from(i))
+                };
+                let bytes = bytes_of(&s);
+                assert_eq!(bytes.len() - 1000, header);
+                Pushed::new(bytes, meta.with_checksum(RxChecksum::Verified))
+            })
+            .collect();
+        run_all(&inputs, &pushes(inputs.len()));
+        let config = Config::lro();
+        let mut e: Box<Engine<Tagged, Sizes<8, 16>>> = Box::new(Engine::new(config));
+        run(&mut *e, &inputs, &pushes(inputs.len()), &config, 8);
+        assert_eq!(e.stats().segments, 1, "{header}-byte headers: one segment");
+        assert_eq!(e.stats().predicted > 0, predicted, "{header}-byte headers");
+    }
+}
+
 /// A new hash seed re-buckets the held flows: every one is still found and its next frame
 /// merges, even when all of them share one bucket chain under the new seed.
 #[test]
