@@ -409,11 +409,12 @@ fn flows_one_address_byte_apart_stay_apart() {
 }
 
 /// The longest headers a prediction template holds (160 bytes: raw IPv6 with 88 bytes of
-/// Hop-by-Hop and Destination Options headers, and the timestamps) are predicted; longer
-/// ones (behind Ethernet with 96 bytes of them: 182 bytes) are merged by the general path
-/// alone.
+/// Hop-by-Hop and Destination Options headers, and the timestamps; compared out of line past
+/// 128 bytes) are predicted, and two flows of them one address byte apart stay apart;
+/// longer ones (behind Ethernet with 96 bytes of them: 182 bytes) are merged by the general
+/// path alone.
 #[test]
-fn headers_longer_than_a_template_are_merged_unpredicted() {
+fn long_headers_are_predicted_up_to_a_templates_size_and_told_apart() {
     use testing::{Ipv6Ext, Ipv6ExtKind};
     // An extension header of `len` bytes: one PadN option after its next-header and length
     // bytes.
@@ -422,22 +423,40 @@ fn headers_longer_than_a_template_are_merged_unpredicted() {
         body.resize(len - 2, 0);
         Ipv6Ext::new(kind, &body)
     };
-    for (raw, dst_len, header, predicted) in [(true, 40, 160, true), (false, 48, 182, false)] {
-        let inputs: Vec<Pushed> = (0..8u32)
+    // Two flows one address byte apart (`flip`: a byte of the source address, or of the
+    // destination's high half), in runs of three frames: an IPv6 probe hashes the ports and
+    // the destination's low half only, so both flows' probes land on one candidate slot, and
+    // each run's first frame is compared with the other flow's template. No flip: one flow.
+    let flips = (0..24).map(Some).chain([None]);
+    for ((raw, dst_len, header, predicted), flip) in
+        [(true, 40, 160, true), (false, 48, 182, false)]
+            .into_iter()
+            .flat_map(|c| flips.clone().map(move |f| (c, f)))
+    {
+        let flows: u32 = if flip.is_some() { 2 } else { 1 };
+        let mut next = [1u32; 2];
+        let inputs: Vec<Pushed> = (0..6 * flows)
             .map(|i| {
+                let flow = (i / 3 % flows) as usize;
+                next[flow] += 1000;
                 let mut s = FrameSpec::ipv6_tcp(40000, 5201)
                     .timestamps(7, 9)
-                    .seq(1 + 1000 * i)
+                    .seq(next[flow] - 1000)
                     .payload(&PAYLOAD[..1000]);
                 if let IpSpec::V6(v6) = &mut s.ip {
                     v6.ext[0] = Some(ext(Ipv6ExtKind::HopByHop, 48));
                     v6.ext[1] = Some(ext(Ipv6ExtKind::DestinationOptions, dst_len));
+                    match (flip, flow) {
+                        (Some(b @ 0..16), 1) => v6.src[b] ^= 0x10,
+                        (Some(b), 1) => v6.dst[b - 16] ^= 0x10,
+                        _ => {}
+                    }
                 }
                 let meta = if raw {
                     s = s.raw_ip();
-                    RxMeta::raw_ip(u64::from(i))
+                    RxMeta::raw_ip(i.into())
                 } else {
-                    RxMeta::ethernet(u64::from(i))
+                    RxMeta::ethernet(i.into())
                 };
                 let bytes = bytes_of(&s);
                 assert_eq!(bytes.len() - 1000, header);
@@ -448,8 +467,13 @@ fn headers_longer_than_a_template_are_merged_unpredicted() {
         let config = Config::lro();
         let mut e: Box<Engine<Tagged, Sizes<8, 16>>> = Box::new(Engine::new(config));
         run(&mut *e, &inputs, &pushes(inputs.len()), &config, 8);
-        assert_eq!(e.stats().segments, 1, "{header}-byte headers: one segment");
-        assert_eq!(e.stats().predicted > 0, predicted, "{header}-byte headers");
+        let what = format!("{header}-byte headers, source byte {flip:?} flipped");
+        assert_eq!(
+            e.stats().segments,
+            u64::from(flows),
+            "{what}: one segment per flow"
+        );
+        assert_eq!(e.stats().predicted > 0, predicted, "{what}");
     }
 }
 
