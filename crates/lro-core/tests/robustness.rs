@@ -467,7 +467,8 @@ fn long_headers_are_predicted_up_to_a_templates_size_and_told_apart() {
         let config = Config::lro();
         let mut e: Box<Engine<Tagged, Sizes<8, 16>>> = Box::new(Engine::new(config));
         run(&mut *e, &inputs, &pushes(inputs.len()), &config, 8);
-        let what = format!("{header}-byte headers, source byte {flip:?} flipped");
+        let what =
+            format!("{header}-byte headers, address byte {flip:?} flipped (16 on: destination)");
         assert_eq!(
             e.stats().segments,
             u64::from(flows),
