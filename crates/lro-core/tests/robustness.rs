@@ -241,7 +241,7 @@ fn interleaved(
     in_runs(flows, frames, 1, make, rss)
 }
 
-/// [`interleaved`] in runs of `run` frames of one flow.
+/// [`interleaved`] in runs of `run` frames of one flow. The metadata names the spec's link.
 fn in_runs(
     flows: usize,
     frames: usize,
@@ -255,7 +255,7 @@ fn in_runs(
             let f = i / run % flows;
             let s = make(f).seq(seq[f]).payload(&PAYLOAD[..1000]);
             seq[f] = seq[f].wrapping_add(1000);
-            let mut meta = RxMeta::ethernet(i as u64).with_checksum(RxChecksum::Verified);
+            let mut meta = RxMeta::new(s.link.kind(), i as u64).with_checksum(RxChecksum::Verified);
             if let Some(value) = rss {
                 meta = meta.with_rss(RssHash {
                     value,
@@ -433,36 +433,27 @@ fn long_headers_are_predicted_up_to_a_templates_size_and_told_apart() {
             .into_iter()
             .flat_map(|c| flips.clone().map(move |f| (c, f)))
     {
-        let flows: u32 = if flip.is_some() { 2 } else { 1 };
-        let mut next = [1u32; 2];
-        let inputs: Vec<Pushed> = (0..6 * flows)
-            .map(|i| {
-                let flow = (i / 3 % flows) as usize;
-                next[flow] += 1000;
-                let mut s = FrameSpec::ipv6_tcp(40000, 5201)
-                    .timestamps(7, 9)
-                    .seq(next[flow] - 1000)
-                    .payload(&PAYLOAD[..1000]);
-                if let IpSpec::V6(v6) = &mut s.ip {
-                    v6.ext[0] = Some(ext(Ipv6ExtKind::HopByHop, 48));
-                    v6.ext[1] = Some(ext(Ipv6ExtKind::DestinationOptions, dst_len));
-                    match (flip, flow) {
-                        (Some(b @ 0..16), 1) => v6.src[b] ^= 0x10,
-                        (Some(b), 1) => v6.dst[b - 16] ^= 0x10,
-                        _ => {}
-                    }
+        let flows = if flip.is_some() { 2 } else { 1 };
+        let make = |flow: usize| {
+            let mut s = FrameSpec::ipv6_tcp(40000, 5201).timestamps(7, 9);
+            if raw {
+                s = s.raw_ip();
+            }
+            if let IpSpec::V6(v6) = &mut s.ip {
+                v6.ext[0] = Some(ext(Ipv6ExtKind::HopByHop, 48));
+                v6.ext[1] = Some(ext(Ipv6ExtKind::DestinationOptions, dst_len));
+                match (flip, flow) {
+                    (Some(b @ 0..16), 1) => v6.src[b] ^= 0x10,
+                    (Some(b), 1) => v6.dst[b - 16] ^= 0x10,
+                    _ => {}
                 }
-                let meta = if raw {
-                    s = s.raw_ip();
-                    RxMeta::raw_ip(i.into())
-                } else {
-                    RxMeta::ethernet(i.into())
-                };
-                let bytes = bytes_of(&s);
-                assert_eq!(bytes.len() - 1000, header);
-                Pushed::new(bytes, meta.with_checksum(RxChecksum::Verified))
-            })
-            .collect();
+            }
+            s
+        };
+        let inputs = in_runs(flows, 6 * flows, 3, &make, None);
+        for p in &inputs {
+            assert_eq!(p.bytes.len() - 1000, header);
+        }
         run_all(&inputs, &pushes(inputs.len()));
         let config = Config::lro();
         let mut e: Box<Engine<Tagged, Sizes<8, 16>>> = Box::new(Engine::new(config));
@@ -471,7 +462,7 @@ fn long_headers_are_predicted_up_to_a_templates_size_and_told_apart() {
             format!("{header}-byte headers, address byte {flip:?} flipped (16 on: destination)");
         assert_eq!(
             e.stats().segments,
-            u64::from(flows),
+            flows as u64,
             "{what}: one segment per flow"
         );
         assert_eq!(e.stats().predicted > 0, predicted, "{what}");
